@@ -162,10 +162,10 @@ impl<'de> Visitor<'de> for StrictVisitor<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            self.path.borrow_mut().push(Segment::Key(key.clone()));
             if out.contains_key(&key) {
                 return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
             }
-            self.path.borrow_mut().push(Segment::Key(key.clone()));
             let value = map.next_value_seed(StrictSeed { path: self.path })?;
             self.path.borrow_mut().pop();
             out.insert(key, value);
@@ -321,8 +321,15 @@ mod tests {
         assert!(e.message.contains("2^53"), "{e}");
         let e = parse_strict(r#"{"p": 1e400}"#).unwrap_err();
         assert_eq!(e.path, "p");
-        let e = parse_strict(r#"{"s": "\ud800"}"#).unwrap_err();
-        assert!(e.message.contains("surrogate"), "{e}");
+        for lone in [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""\ud800x""#,
+            r#""\ud800\u0041""#,
+        ] {
+            assert!(parse_strict(lone).is_err(), "{lone} must be refused");
+        }
+        assert_eq!(parse_strict(r#""\ud83d\ude02""#).unwrap(), "\u{1F602}");
         assert!(parse_strict("NaN").is_err());
         assert!(parse_strict("{} {}").is_err());
     }

@@ -108,7 +108,7 @@ pub fn decide(policy: &Policy, record: &Record, params: &[f64]) -> Decision {
         .collect();
     if unit_decisions.is_empty() {
         let frame = record.frames.first();
-        return resolve(
+        let mut d = resolve(
             policy,
             &units.empty,
             frame,
@@ -116,6 +116,13 @@ pub fn decide(policy: &Policy, record: &Record, params: &[f64]) -> Decision {
             Vec::new(),
             &[&units.empty],
         );
+        // Combined unordered dimensions are sets, empty when there are no units.
+        for (v, dim) in d.outcome.iter_mut().zip(&policy.dimensions) {
+            if dim.across_units == Aggregate::Set {
+                *v = OutcomeValue::Set(Vec::new());
+            }
+        }
+        return d;
     }
     combine(policy, unit_decisions)
 }

@@ -11,3 +11,6 @@ pub mod render;
 pub use eval::{Decision, OutcomeValue, decide};
 pub use load::{PolicyError, load_policy};
 pub use model::Policy;
+
+#[cfg(test)]
+mod tests;

@@ -47,7 +47,10 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> RecordError {
 }
 
 /// Splits a record into its sections, refusing unknown top-level keys and non-object sections.
-pub fn sections(raw: &Value) -> Result<Vec<(Section, &Map<String, Value>)>, RecordError> {
+/// A record's sections, in the order they appear.
+pub type Sections<'a> = Vec<(Section, &'a Map<String, Value>)>;
+
+pub fn sections(raw: &Value) -> Result<Sections<'_>, RecordError> {
     let obj = raw.as_object().ok_or_else(|| {
         invalid(
             "(record)",

@@ -45,11 +45,12 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
         .input
         .as_deref()
         .is_some_and(|p| p.extension().is_some_and(|e| e == "json"));
-    let records = split_records(&name, &text, whole_document)?;
+
     let policy_json =
         json!({"name": policy.name, "version": policy.version, "digest": policy.digest});
     let mut rows = Vec::new();
-    for (place, raw) in records {
+    for item in records(&name, &text, whole_document) {
+        let (place, raw) = item?;
         let record = parse_record(&policy, &raw).map_err(|e| match e {
             RecordError::Invalid { path, message } => {
                 Failure::input(format!("{place}: {path}: {message}"))
@@ -112,41 +113,43 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
     Ok(jev::exit::OK)
 }
 
-/// Splits the input into records, each with its place (`FILE:LINE`) for error messages.
-fn split_records(
-    name: &str,
-    text: &str,
+/// The input's records, each with its place (`FILE:LINE`) for error messages. JSON Lines are
+/// parsed lazily, so decisions for earlier lines are out before a bad line stops the run.
+fn records<'a>(
+    name: &'a str,
+    text: &'a str,
     whole_document: bool,
-) -> Result<Vec<(String, Value)>, Failure> {
+) -> Box<dyn Iterator<Item = Result<(String, Value), Failure>> + 'a> {
     if whole_document {
-        let v =
-            canonical::parse_strict(text).map_err(|e| Failure::input(format!("{name}: {e}")))?;
-        return Ok(match v {
-            Value::Array(items) => items
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| (format!("{name}: [{i}]"), v))
-                .collect(),
-            other => vec![(name.to_owned(), other)],
-        });
+        return match canonical::parse_strict(text) {
+            Err(e) => Box::new(std::iter::once(Err(Failure::input(format!("{name}: {e}"))))),
+            Ok(Value::Array(items)) => Box::new(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(i, v)| Ok((format!("{name}: [{i}]"), v))),
+            ),
+            Ok(other) => Box::new(std::iter::once(Ok((name.to_owned(), other)))),
+        };
     }
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let place = format!("{name}:{}", i + 1);
-        let v = canonical::parse_strict(line).map_err(|e| {
-            let at = if e.path.is_empty() {
-                String::new()
-            } else {
-                format!("{}: ", e.path)
-            };
-            Failure::input(format!("{place}: {at}{} (column {})", e.message, e.column))
-        })?;
-        out.push((place, v));
-    }
-    Ok(out)
+    Box::new(
+        text.lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(move |(i, line)| {
+                let place = format!("{name}:{}", i + 1);
+                canonical::parse_strict(line)
+                    .map(|v| (place.clone(), v))
+                    .map_err(|e| {
+                        let at = if e.path.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{}: ", e.path)
+                        };
+                        Failure::input(format!("{place}: {at}{} (column {})", e.message, e.column))
+                    })
+            }),
+    )
 }
 
 /// The policy's defaults with `NAME=VALUE` overrides applied and range-checked.

@@ -1066,16 +1066,16 @@ fn param(name: &str, p: &RawParam) -> Result<ParamDecl, PolicyError> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(invalid(path, "a param name is letters, digits and _"));
     }
-    if !(p.step > 0.0) {
+    if p.step <= 0.0 {
         return Err(invalid(format!("{path}.step"), "step must be positive"));
     }
-    if !(p.lo <= p.hi) {
+    if p.lo > p.hi {
         return Err(invalid(
             format!("{path}.lo"),
             format!("lo {} is above hi {}", p.lo, p.hi),
         ));
     }
-    if !(p.lo <= p.default && p.default <= p.hi) {
+    if p.default < p.lo || p.default > p.hi {
         return Err(invalid(
             format!("{path}.default"),
             format!(

@@ -109,8 +109,8 @@ fn chapter_records_under_v1_and_v2() {
     let v1 = bundled("reliability@policy-v1");
     let v2 = bundled("reliability@policy-v2");
     for (name, record, want1, want2) in cases {
-        assert_eq!(run(&v1, &record).label(), want1, "v1 {name}");
-        assert_eq!(run(&v2, &record).label(), want2, "v2 {name}");
+        assert_eq!(run(v1, &record).label(), want1, "v1 {name}");
+        assert_eq!(run(v2, &record).label(), want2, "v2 {name}");
     }
 }
 
@@ -123,7 +123,7 @@ fn reliability_reference_outcomes() {
     ] {
         let p = bundled(reference);
         let d = run(
-            &p,
+            p,
             &with(
                 with(clean(), "record", "policy_restricted", json!(true)),
                 "record",
@@ -146,22 +146,22 @@ fn reliability_reference_outcomes() {
             "epistemic_adequacy",
             json!("RECOVERABLE_EVIDENCE_GAP"),
         );
-        assert_eq!(run(&p, &gap).label(), "HOLD/RETRIEVE");
-        let d = run(&p, &with(gap, "history", "retrieve_attempts", json!(1)));
+        assert_eq!(run(p, &gap).label(), "HOLD/RETRIEVE");
+        let d = run(p, &with(gap, "history", "retrieve_attempts", json!(1)));
         assert_eq!(d.label(), "HOLD/REVIEW");
         assert_eq!(d.matched_rule, "RETRIEVAL_BUDGET_EXHAUSTED");
 
         let user_gap = with(clean(), "record", "epistemic_adequacy", json!("USER_GAP"));
-        assert_eq!(run(&p, &user_gap).label(), "HOLD/ASK");
-        let d = run(&p, &with(user_gap, "history", "ask_attempts", json!(2)));
+        assert_eq!(run(p, &user_gap).label(), "HOLD/ASK");
+        let d = run(p, &with(user_gap, "history", "ask_attempts", json!(2)));
         assert_eq!(d.label(), "HOLD/REVIEW");
         assert_eq!(d.matched_rule, "ASK_BUDGET_EXHAUSTED");
 
-        let d = run(&p, &with(clean(), "history", "step_index", json!(4)));
+        let d = run(p, &with(clean(), "history", "step_index", json!(4)));
         assert_eq!(d.matched_rule, "MAX_STEPS_EXCEEDED");
         assert_eq!(d.label(), "HOLD/REVIEW");
         let d = run(
-            &p,
+            p,
             &with(
                 with(clean(), "history", "step_index", json!(4)),
                 "context",
@@ -177,9 +177,9 @@ fn reliability_reference_outcomes() {
     }
     let v3 = bundled("reliability@policy-v3");
     let stale = with(clean(), "record", "source_freshness", json!("STALE"));
-    assert_eq!(run(&v3, &stale).label(), "HOLD/RETRIEVE");
-    assert_eq!(run(&v3, &stale).obligations, ["refresh_source"]);
-    let d = run(&v3, &with(stale, "history", "retrieve_attempts", json!(1)));
+    assert_eq!(run(v3, &stale).label(), "HOLD/RETRIEVE");
+    assert_eq!(run(v3, &stale).obligations, ["refresh_source"]);
+    let d = run(v3, &with(stale, "history", "retrieve_attempts", json!(1)));
     assert_eq!(d.matched_rule, "SOURCE_REFRESH_BUDGET_EXHAUSTED");
     let na = with(
         clean(),
@@ -187,7 +187,7 @@ fn reliability_reference_outcomes() {
         "source_freshness",
         json!("NOT_APPLICABLE"),
     );
-    assert_eq!(run(&v3, &na).label(), "PERMIT/NONE");
+    assert_eq!(run(v3, &na).label(), "PERMIT/NONE");
 }
 
 /// The DESIGN §3.1 reliability table, transcribed independently: (rule id, priority,
@@ -434,7 +434,7 @@ proptest! {
         let record = s.to_json();
         for (version, reference) in [(1, "reliability@policy-v1"), (2, "reliability@policy-v2"), (3, "reliability@policy-v3")] {
             let p = bundled(reference);
-            let d = run(&p, &record);
+            let d = run(p, &record);
             let (rule, label, suppressed) = s.expected(version);
             prop_assert_eq!(&d.matched_rule, &rule, "{}", reference);
             prop_assert_eq!(d.label(), label, "{}", reference);
@@ -493,7 +493,7 @@ proptest! {
         for (i, n) in names.iter().enumerate() {
             answers.insert(n.to_string(), if i == which { json!(failure) } else { json!(ps[i]) });
         }
-        let d = run(&p, &json!({"answers": answers}));
+        let d = run(p, &json!({"answers": answers}));
         prop_assert_eq!(d.label(), "ask");
         prop_assert_eq!(d.matched_rule, "assessment.measurement-failed");
     }
@@ -503,20 +503,20 @@ proptest! {
 fn assessment_thresholds_count_ties_as_at_or_above() {
     let p = bundled("tool-call-assessment@v1");
     let rec = |m: f64, mi: f64, v: f64| json!({"answers": {"matches_task": m, "missing_information": mi, "violates_restriction": v}});
-    assert_eq!(run(&p, &rec(0.9, 0.1, 0.5)).label(), "deny");
-    assert_eq!(run(&p, &rec(0.9, 0.1, 0.49999)).label(), "allow");
-    assert_eq!(run(&p, &rec(0.9, 0.5, 0.1)).label(), "ask");
+    assert_eq!(run(p, &rec(0.9, 0.1, 0.5)).label(), "deny");
+    assert_eq!(run(p, &rec(0.9, 0.1, 0.49999)).label(), "allow");
+    assert_eq!(run(p, &rec(0.9, 0.5, 0.1)).label(), "ask");
     assert_eq!(
-        run(&p, &rec(0.35, 0.1, 0.1)).label(),
+        run(p, &rec(0.35, 0.1, 0.1)).label(),
         "allow",
         "0.35 is not below taskMatch 0.35"
     );
-    assert_eq!(run(&p, &rec(0.3499, 0.1, 0.1)).label(), "ask");
+    assert_eq!(run(p, &rec(0.3499, 0.1, 0.1)).label(), "ask");
     // A decimal threshold equals the same decimal measured: 0.15 on both sides.
-    let d = run_with(&p, &rec(0.9, 0.1, 0.15), &[("restriction", 0.15)]);
+    let d = run_with(p, &rec(0.9, 0.1, 0.15), &[("restriction", 0.15)]);
     assert_eq!(d.label(), "deny");
     // Every hit contributes reasons; obligations are the union when the winner is not a denial.
-    let d = run(&p, &rec(0.2, 0.7, 0.1));
+    let d = run(p, &rec(0.2, 0.7, 0.1));
     assert_eq!(d.matched_rule, "assessment.missing-information");
     assert_eq!(d.suppressed_rules, ["assessment.task-mismatch"]);
     assert_eq!(d.reason_codes, ["MISSING_INFORMATION", "TASK_MISMATCH"]);
@@ -527,7 +527,7 @@ fn assessment_thresholds_count_ties_as_at_or_above() {
     // The optional risk score is recorded, never gates.
     let with_risk = json!({"answers": {"matches_task": 0.9, "missing_information": 0.1, "violates_restriction": 0.1,
         "risk": {"type": "score", "score": "critical", "probabilities": {"none": 0, "low": 0, "medium": 0, "high": 0.1, "critical": 0.9}}}});
-    assert_eq!(run(&p, &with_risk).label(), "allow");
+    assert_eq!(run(p, &with_risk).label(), "allow");
 }
 
 #[test]
@@ -539,15 +539,15 @@ fn selection_skill_and_model_routing() {
         "rel_web": 0.2, "pick_web": pick(json!({"web.search": 0.9, "__none__": 0.1})),
         "rel_mail": 0.9, "pick_mail": pick(json!({"mail.send": 0.1, "__none__": 0.9})),
     }});
-    let d = run(&sel, &rec);
+    let d = run(sel, &rec);
     assert_eq!(d.label(), "selected/[fs.read]");
     assert_eq!(d.units.len(), 3);
     assert_eq!(d.matched_rule, "selection.select");
-    let none = run(&sel, &json!({"answers": {}}));
+    let none = run(sel, &json!({"answers": {}}));
     assert_eq!(none.label(), "abstained/[]");
     assert_eq!(none.matched_rule, "selection.no-categories");
     let e = parse_record(
-        &sel,
+        sel,
         &json!({"answers": {"pick_files": pick(json!({"a": 1.0}))}}),
     )
     .unwrap_err();
@@ -558,12 +558,12 @@ fn selection_skill_and_model_routing() {
 
     let skill = bundled("skill-routing@v1");
     let d = run(
-        &skill,
+        skill,
         &json!({"answers": {"needs_skill": 0.7, "skill": pick(json!({"pdf": 0.6, "xlsx": 0.3, "__none__": 0.1}))}}),
     );
     assert_eq!(d.label(), "selected/pdf");
     let d = run(
-        &skill,
+        skill,
         &json!({"answers": {"needs_skill": 0.4, "skill": pick(json!({"pdf": 0.6, "__none__": 0.4}))}}),
     );
     assert_eq!(d.label(), "abstained/-");
@@ -572,14 +572,14 @@ fn selection_skill_and_model_routing() {
     let route =
         |probs: Value| json!({"answers": {"route": {"type": "choice", "probabilities": probs}}});
     let d = run(
-        &model,
+        model,
         &route(
             json!({"small": 0.1, "standard": 0.1, "reasoning": 0.6, "code": 0.1, "default": 0.1}),
         ),
     );
     assert_eq!(d.label(), "reasoning");
     let d = run(
-        &model,
+        model,
         &route(
             json!({"small": 0.2, "standard": 0.2, "reasoning": 0.39, "code": 0.11, "default": 0.1}),
         ),
@@ -595,15 +595,15 @@ fn proposal_review_verdicts() {
                "answers": {"addresses_task": a, "evidence_supports": e, "unrelated_changes": u, "needs_clarification": n}})
     };
     assert_eq!(
-        run(&p, &rec("passed", 0.9, 0.85, 0.1, 0.2)).label(),
+        run(p, &rec("passed", 0.9, 0.85, 0.1, 0.2)).label(),
         "permit"
     );
     assert_eq!(
-        run(&p, &rec("passed", 0.8, 0.8, 0.2, 0.2)).label(),
+        run(p, &rec("passed", 0.8, 0.8, 0.2, 0.2)).label(),
         "permit",
         "confidence equal to threshold passes"
     );
-    let d = run(&p, &rec("passed", 0.7, 0.9, 0.6, 0.1));
+    let d = run(p, &rec("passed", 0.7, 0.9, 0.6, 0.1));
     assert_eq!(d.label(), "proposal_only");
     assert_eq!(
         d.reason_codes,
@@ -612,13 +612,10 @@ fn proposal_review_verdicts() {
             "UNRELATED_CHANGES_NOT_EXCLUDED"
         ]
     );
-    assert_eq!(
-        run(&p, &rec("failed", 0.9, 0.9, 0.1, 0.1)).label(),
-        "reject"
-    );
+    assert_eq!(run(p, &rec("failed", 0.9, 0.9, 0.1, 0.1)).label(), "reject");
     let mut missing = rec("passed", 0.9, 0.9, 0.1, 0.1);
     missing["answers"]["evidence_supports"] = json!("UNAVAILABLE");
-    assert_eq!(run(&p, &missing).label(), "unavailable");
+    assert_eq!(run(p, &missing).label(), "unavailable");
 }
 
 fn edited(file: &str, edit: impl FnOnce(&mut Value)) -> String {

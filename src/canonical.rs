@@ -357,3 +357,59 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-(MAX_SAFE_INTEGER as i64)..=MAX_SAFE_INTEGER as i64).prop_map(Value::from),
+            // Doubles in [2^53, 1e21) print as integer tokens, which the strict parser refuses
+            // by design (an integer beyond ±(2^53−1) is ambiguous to most readers).
+            any::<f64>()
+                .prop_filter("finite, strictly parseable once printed", |f| {
+                    f.is_finite() && (f.abs() <= MAX_SAFE_INTEGER as f64 || f.abs() >= 1e21)
+                })
+                .prop_map(Value::from),
+            "\\PC{0,12}".prop_map(Value::String),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                prop::collection::vec((any::<String>(), inner), 0..8)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Numbers compare by their double value: canonical form keeps the value, not the token.
+    fn same(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            }
+            _ => a == b,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn canonical_form_reparses_to_an_equal_value_and_is_a_fixed_point(v in json_value()) {
+            let once = canonical_string(&v);
+            let back = parse_strict(&once).expect("canonical output parses strictly");
+            prop_assert!(same(&v, &back), "{} vs {}", v, back);
+            prop_assert_eq!(canonical_string(&back), once);
+        }
+    }
+}

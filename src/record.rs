@@ -10,7 +10,7 @@ use crate::policy::model::{InputDecl, Policy, Presence, Section};
 use crate::value::{TypedValue, describe, parse_value};
 
 /// Top-level keys a record may carry besides its sections.
-pub const METADATA_KEYS: [&str; 1] = ["id"];
+pub const METADATA_KEYS: [&str; 2] = ["id", "measurement"];
 
 /// A record checked against one policy.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ pub fn sections(raw: &Value) -> Result<Sections<'_>, RecordError> {
         let Some(section) = Section::parse(key) else {
             return Err(invalid(
                 key.clone(),
-                "unknown top-level section (expected record, answers, context, history or id)",
+                "unknown top-level section (expected record, answers, context, history, id or measurement)",
             ));
         };
         let map = value.as_object().ok_or_else(|| {

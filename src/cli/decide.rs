@@ -1,12 +1,13 @@
 //! `jev decide`: evaluate records under a policy.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
 use comfy_table::Table;
-use jev::canonical;
 use jev::policy::{Policy, decide};
 use jev::record::{RecordError, parse_record};
+use jev::{canonical, fsutil, receipt};
 use serde_json::{Map, Value, json};
 
 use super::{Failure, Out, Outcome, policy::PolicyArgs};
@@ -25,6 +26,14 @@ pub struct Args {
     /// Output format. jsonl streams one decision per record.
     #[arg(long, value_enum, default_value_t = Format::Jsonl)]
     format: Format,
+    /// Also write one hashed receipt per decision into DIR (created if missing), each file
+    /// written atomically and named after the record's `id` (else `record-N`).
+    #[arg(long, value_name = "DIR")]
+    receipts: Option<PathBuf>,
+    /// The receipts' `created_at` (RFC 3339 UTC, e.g. 2026-01-01T00:00:00Z) instead of now;
+    /// for reproducible examples.
+    #[arg(long, value_name = "TIMESTAMP", requires = "receipts")]
+    created_at: Option<String>,
     /// Records: JSON Lines (one record per line; blank lines skipped), or a `.json` file
     /// holding one record object or an array of them. `-` or nothing reads stdin (JSON Lines).
     input: Option<PathBuf>,
@@ -46,10 +55,29 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
         .as_deref()
         .is_some_and(|p| p.extension().is_some_and(|e| e == "json"));
 
+    let created_at = match &args.created_at {
+        Some(ts) if receipt::is_rfc3339_utc(ts) => ts.clone(),
+        Some(ts) => {
+            return Err(Failure::input(format!(
+                "--created-at {ts:?}: expected an RFC 3339 UTC timestamp like 2026-01-01T00:00:00Z"
+            )));
+        }
+        None => receipt::rfc3339_utc(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        ),
+    };
+    if let Some(dir) = &args.receipts {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::input(format!("--receipts {}: {e}", dir.display())))?;
+    }
+    let mut written: HashSet<String> = HashSet::new();
     let policy_json =
         json!({"name": policy.name, "version": policy.version, "digest": policy.digest});
     let mut rows = Vec::new();
-    for item in records(&name, &text, whole_document) {
+    for (index, item) in records(&name, &text, whole_document).enumerate() {
         let (place, raw) = item?;
         let record = parse_record(&policy, &raw).map_err(|e| match e {
             RecordError::Invalid { path, message } => {
@@ -61,6 +89,38 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
             )),
         })?;
         let decision = decide(&policy, &record, &params);
+        if let Some(dir) = &args.receipts {
+            let measurement = match raw.get("measurement") {
+                None | Some(Value::Null) => None,
+                Some(m) => Some(
+                    serde_json::from_value::<receipt::Measurement>(m.clone())
+                        .map_err(|e| Failure::input(format!("{place}: measurement: {e}")))?,
+                ),
+            };
+            let id = record
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("record-{}", index + 1));
+            let file = receipt::file_name(&id);
+            if !written.insert(file.clone()) {
+                return Err(Failure::input(format!(
+                    "{place}: id {id:?} gives receipt file {file}, already written in this run (ids must be unique)"
+                )));
+            }
+            let doc = receipt::build(
+                &policy,
+                &id,
+                &created_at,
+                receipt::input_of(&raw),
+                measurement.as_ref(),
+                &params,
+                &decision,
+            );
+            let path = dir.join(&file);
+            let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+            fsutil::write_atomic(&path, text.as_bytes())
+                .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+        }
         let mut obj = Map::new();
         if let Some(id) = &record.id {
             obj.insert("id".into(), json!(id));

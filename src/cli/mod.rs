@@ -6,6 +6,9 @@ mod decide;
 mod digest;
 mod output;
 mod policy;
+mod replay;
+mod seal;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -32,6 +35,12 @@ enum Command {
     /// List, show, lint and digest policies.
     #[command(subcommand)]
     Policy(policy::Command),
+    /// Verify receipts: digest, policy binding, re-derivation, directory seal. Fails closed.
+    Verify(verify::Args),
+    /// Seal a directory of receipts: SEAL.json with every file's SHA-256 and a Merkle root.
+    Seal(seal::Args),
+    /// Replay receipts under two policies (measurements frozen) and print the decision diff.
+    Replay(replay::Args),
     /// Print the RFC 8785 canonical form or its SHA-256 digest of a JSON document.
     Digest(digest::Args),
 }
@@ -73,6 +82,9 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Decide(args) => decide::run(args, &mut out),
         Command::Policy(cmd) => policy::run(cmd, &mut out),
+        Command::Verify(args) => verify::run(args, &mut out),
+        Command::Seal(args) => seal::run(args, &mut out),
+        Command::Replay(args) => replay::run(args, &mut out),
         Command::Digest(args) => digest::run(args, &mut out),
     };
     let result = result.and_then(|code| out.finish().map(|()| code));

@@ -20,7 +20,7 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
-    fn dir(&self) -> Option<PathBuf> {
+    pub fn dir(&self) -> Option<PathBuf> {
         self.policies.clone().or_else(registry::default_dir)
     }
 

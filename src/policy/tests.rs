@@ -566,23 +566,19 @@ fn selection_skill_and_model_routing() {
         skill,
         &json!({"answers": {"needs_skill": 0.4, "skill": pick(json!({"pdf": 0.6, "__none__": 0.4}))}}),
     );
-    assert_eq!(d.label(), "abstained/-");
+    assert_eq!(d.label(), "none/-");
 
     let model = bundled("model-routing@v1");
     let route =
         |probs: Value| json!({"answers": {"route": {"type": "choice", "probabilities": probs}}});
     let d = run(
         model,
-        &route(
-            json!({"small": 0.1, "standard": 0.1, "reasoning": 0.6, "code": 0.1, "default": 0.1}),
-        ),
+        &route(json!({"fast": 0.1, "balanced": 0.2, "reasoning": 0.6, "default": 0.1})),
     );
     assert_eq!(d.label(), "reasoning");
     let d = run(
         model,
-        &route(
-            json!({"small": 0.2, "standard": 0.2, "reasoning": 0.39, "code": 0.11, "default": 0.1}),
-        ),
+        &route(json!({"fast": 0.2, "balanced": 0.31, "reasoning": 0.39, "default": 0.1})),
     );
     assert_eq!(d.label(), "default");
 }

@@ -3,10 +3,14 @@
 //! receipts, seals, verification and replay — and never prints, exits or touches the
 //! terminal; the `jev` binary is a thin CLI over it.
 
+pub mod calibrate;
 pub mod canonical;
 pub mod exit;
+pub mod fixtures;
 pub mod fsutil;
+pub mod measure;
 pub mod policy;
+pub mod questions;
 pub mod receipt;
 pub mod receipts_in;
 pub mod record;

@@ -2,8 +2,10 @@
 //! subcommand; each returns an exit code or a [`Failure`], and only [`main`] prints errors and
 //! decides how the process ends.
 
+mod calibrate;
 mod decide;
 mod digest;
+mod measure;
 mod output;
 mod policy;
 mod replay;
@@ -30,6 +32,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Measure labelled fixtures once, sweep each policy's threshold grid, report agreement.
+    Calibrate(calibrate::Args),
+    /// Fill the measurement cache for the fixtures (one backend call per state, never twice).
+    Measure(measure::Args),
     /// Evaluate records under a policy and print the explained decisions.
     Decide(decide::Args),
     /// List, show, lint and digest policies.
@@ -80,6 +86,8 @@ pub fn main() -> ExitCode {
     };
     let mut out = Out::stdout();
     let result = match cli.command {
+        Command::Calibrate(args) => calibrate::run(args, &mut out),
+        Command::Measure(args) => measure::run(args, &mut out),
         Command::Decide(args) => decide::run(args, &mut out),
         Command::Policy(cmd) => policy::run(cmd, &mut out),
         Command::Verify(args) => verify::run(args, &mut out),

@@ -394,3 +394,41 @@ fn compare(cmp: &Comparison, frame: &Frame, params: &[f64]) -> Option<bool> {
         Op::In | Op::NotIn => return None,
     })
 }
+
+/// Every value a record compares against a param, as `(param index, value)`: the points where
+/// a decision can change as that param moves (for exact sweeps).
+pub fn param_operands(policy: &Policy, record: &Record) -> Vec<(usize, f64)> {
+    fn walk(c: &Condition, frame: &Frame, out: &mut Vec<(usize, f64)>) {
+        match c {
+            Condition::All(list) | Condition::Any(list) => {
+                list.iter().for_each(|c| walk(c, frame, out))
+            }
+            Condition::Not(inner) => walk(inner, frame, out),
+            Condition::Compare(cmp) => {
+                if let Operand::Param(p) = cmp.right {
+                    match scalar(frame, cmp.input, cmp.derive) {
+                        Some(Scalar::Num(v)) => out.push((p, v)),
+                        Some(Scalar::Int(v)) => out.push((p, v as f64)),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for frame in &record.frames {
+        for rule in policy.rules.iter().chain(&policy.fallback) {
+            if let Some(c) = &rule.when {
+                walk(c, frame, &mut out);
+            }
+        }
+        for route in &policy.routes {
+            for (when, _) in &route.cases {
+                if let Some(c) = when {
+                    walk(c, frame, &mut out);
+                }
+            }
+        }
+    }
+    out
+}

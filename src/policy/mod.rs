@@ -7,6 +7,7 @@ pub mod load;
 pub mod model;
 pub mod registry;
 pub mod render;
+pub mod transform;
 
 pub use eval::{Decision, OutcomeValue, decide};
 pub use load::{PolicyError, load_policy};

@@ -266,7 +266,8 @@ fn distribution(raw: &Value, tag: &str, labels: Option<&[String]>) -> Result<Dis
     let sum: f64 = ps.iter().sum();
     if (sum - 1.0).abs() > SUM_TOLERANCE {
         return Err(format!(
-            "probabilities sum to {sum}, expected 1 ± {SUM_TOLERANCE}"
+            "probabilities sum to {}, expected 1 ± {SUM_TOLERANCE}",
+            (sum * 1e6).round() / 1e6
         ));
     }
     let reported_confidence = match obj.get("confidence") {

@@ -1252,3 +1252,885 @@ fn decide_receipts_need_unique_ids() {
     .stdin(line)
     .expect(exit::INPUT_ERROR);
 }
+
+/// A small deterministic generator (the tests need reproducible randomness, not quality).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// A probability that is a 0.05-grid value most of the time, else any 3-decimal value.
+    fn probability(&mut self) -> f64 {
+        if self.below(10) < 7 {
+            [
+                0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
+                0.75, 0.8, 0.85, 0.9, 0.95, 1.0,
+            ][self.below(21) as usize]
+        } else {
+            self.below(1001) as f64 / 1000.0
+        }
+    }
+}
+
+fn assessment_fixture(id: &str, m: f64, mi: f64, v: f64, expected: &str) -> String {
+    serde_json::json!({"id": id, "policy": "tool-call-assessment@v1",
+        "state": {"task": format!("task {id}"), "tool": "t", "arguments": {}, "restrictions": []},
+        "expected": expected,
+        "recorded": {"matches_task": m, "missing_information": mi, "violates_restriction": v}})
+    .to_string()
+}
+
+#[test]
+fn grid_out_matches_an_independent_brute_force_evaluation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Lcg(0x5eed);
+    let labels = ["allow", "ask", "deny"];
+    let mut cases = Vec::new();
+    let mut lines = String::new();
+    for i in 0..40 {
+        let (m, mi, v) = (rng.probability(), rng.probability(), rng.probability());
+        let expected = labels[rng.below(3) as usize];
+        lines.push_str(&assessment_fixture(&format!("r{i}"), m, mi, v, expected));
+        lines.push('\n');
+        cases.push((m, mi, v, expected));
+    }
+    std::fs::write(dir.path().join("random.jsonl"), lines).unwrap();
+    let csv_path = dir.path().join("grid.csv");
+    jev(&[
+        "calibrate",
+        "--fixtures",
+        dir.path().to_str().unwrap(),
+        "--grid-out",
+        csv_path.to_str().unwrap(),
+        "--format",
+        "json",
+    ])
+    .expect(exit::OK);
+    // Written independently of jev's engine: the assessment cascade at one grid point.
+    let rank = |a: &str| {
+        ["allow", "ask", "hold", "deny"]
+            .iter()
+            .position(|x| *x == a)
+            .unwrap()
+    };
+    let decide = |m: f64, mi: f64, v: f64, r: f64, mt: f64, tm: f64| {
+        if v >= r {
+            "deny"
+        } else if mi >= mt || m < tm {
+            "ask"
+        } else {
+            "allow"
+        }
+    };
+    let mut reader = csv::Reader::from_path(&csv_path).unwrap();
+    assert_eq!(
+        reader.headers().unwrap(),
+        vec![
+            "restriction",
+            "missingInformation",
+            "taskMatch",
+            "agree",
+            "under",
+            "over",
+            "n"
+        ]
+    );
+    let mut rows = 0;
+    for rec in reader.records() {
+        let rec = rec.unwrap();
+        let f = |i: usize| rec[i].parse::<f64>().unwrap();
+        let (r, mt, tm) = (f(0), f(1), f(2));
+        let (mut agree, mut under, mut over) = (0, 0, 0);
+        for (m, mi, v, expected) in &cases {
+            let d = decide(*m, *mi, *v, r, mt, tm);
+            agree += u32::from(d == *expected);
+            under += u32::from(rank(d) < rank(expected));
+            over += u32::from(rank(d) > rank(expected));
+        }
+        let got: Vec<u32> = (3..7).map(|i| rec[i].parse().unwrap()).collect();
+        assert_eq!(
+            got,
+            [agree, under, over, 40],
+            "at restriction={r} missingInformation={mt} taskMatch={tm}"
+        );
+        rows += 1;
+    }
+    assert_eq!(rows, 19 * 19 * 19);
+}
+
+fn judge_log(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn judge_fixtures(dir: &Path, n: usize) {
+    let lines: String = (0..n)
+        .map(|i| {
+            let mut v: serde_json::Value = serde_json::from_str(&assessment_fixture(
+                &format!("j{i}"),
+                0.9,
+                0.1,
+                0.1,
+                "allow",
+            ))
+            .unwrap();
+            v.as_object_mut().unwrap().remove("recorded");
+            format!("{v}\n")
+        })
+        .collect();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("judged.jsonl"), lines).unwrap();
+}
+
+fn judge_cmd(log: &Path) -> String {
+    format!(
+        "python3 {} {}",
+        Path::new(ROOT).join("tests/data/judge.py").display(),
+        log.display()
+    )
+}
+
+#[test]
+fn measure_once_with_an_exec_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    judge_fixtures(&fx, 5);
+    let log = dir.path().join("judge.log");
+    let cache = dir.path().join("cache.jsonl");
+    let cmd = judge_cmd(&log);
+    let base = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "measure",
+            "--fixtures",
+            fx.to_str().unwrap(),
+            "--backend",
+            "exec",
+            "--exec",
+            &cmd,
+            "--cache",
+            cache.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let args = base(&[]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = jev(&refs).expect(exit::OK);
+    assert!(
+        run.stdout.contains(
+            "5 fixtures, 15 questions: 0 cached, 15 measured in 5 backend calls, 0 failed"
+        ),
+        "{}",
+        run.stdout
+    );
+    let first = judge_log(&log);
+    assert_eq!(first.len(), 5, "one request per fixture state");
+    assert!(
+        first
+            .iter()
+            .all(|r| r["questions"].as_array().unwrap().len() == 3),
+        "questions batched per state"
+    );
+
+    // Nothing changed: zero calls.
+    let run = jev(&refs).expect(exit::OK);
+    assert!(
+        run.stdout
+            .contains("15 cached, 0 measured in 0 backend calls"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(judge_log(&log).len(), 5);
+
+    // Reword one question (a new question set, bound by a copy of the policy): only it is asked again.
+    let qdir = dir.path().join("questions");
+    let pdir = dir.path().join("policies");
+    std::fs::create_dir_all(&qdir).unwrap();
+    std::fs::create_dir_all(&pdir).unwrap();
+    let qtext =
+        std::fs::read_to_string(Path::new(ROOT).join("questions/tool-call-assessment.v1.json"))
+            .unwrap();
+    let mut q: serde_json::Value = serde_json::from_str(&qtext).unwrap();
+    q["questions"]["matches_task"]["instructions"] =
+        "Does the proposed call serve the task the user gave? Answer for this call only.".into();
+    let qpath = qdir.join("tool-call-assessment.v1.json");
+    std::fs::write(&qpath, serde_json::to_string_pretty(&q).unwrap()).unwrap();
+    let digest = jev(&["digest", qpath.to_str().unwrap()])
+        .expect(exit::OK)
+        .stdout;
+    write_edited_policy(&pdir, "tool-call-assessment.v1.json", |d| {
+        d["question_set"]["digest"] = digest.trim().into()
+    });
+    let args = base(&[
+        "--questions",
+        qdir.to_str().unwrap(),
+        "--policies",
+        pdir.to_str().unwrap(),
+    ]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = jev(&refs).run();
+    assert_eq!(run.code, exit::OK, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("10 cached, 5 measured in 5 backend calls"),
+        "{}",
+        run.stdout
+    );
+    let after = judge_log(&log);
+    assert_eq!(after.len(), 10);
+    assert!(
+        after[5..]
+            .iter()
+            .all(|r| r["questions"] == serde_json::json!(["matches_task"])),
+        "{:?}",
+        &after[5..]
+    );
+
+    // --refresh asks everything again; --offline never calls.
+    let args = base(&["--offline"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    jev(&refs).expect(exit::OK);
+    assert_eq!(judge_log(&log).len(), 10);
+    let args = base(&["--refresh"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    jev(&refs).expect(exit::OK);
+    assert_eq!(judge_log(&log).len(), 15);
+}
+
+#[test]
+fn a_failed_judge_answer_is_reported_and_never_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    judge_fixtures(&fx, 3);
+    let log = dir.path().join("judge.log");
+    let cache = dir.path().join("cache.jsonl");
+    let cmd = judge_cmd(&log);
+    let args = [
+        "measure",
+        "--fixtures",
+        fx.to_str().unwrap(),
+        "--backend",
+        "exec",
+        "--exec",
+        &cmd,
+        "--cache",
+        cache.to_str().unwrap(),
+    ];
+    let run = Command::new(assert_cmd::cargo::cargo_bin!("jev"))
+        .args(args)
+        .env("JUDGE_FAIL_ID", "j1")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(i32::from(exit::FOUND)));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("FAIL j1 matches_task: UNAVAILABLE (judge error: scripted failure)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cache).unwrap().lines().count(),
+        6,
+        "two states' answers cached, not the failure"
+    );
+    // Measured again without the fault: only the failed state is asked.
+    jev(&args).expect(exit::OK);
+    let asked = judge_log(&log);
+    assert_eq!(asked.len(), 4);
+    assert_eq!(asked[3]["id"], "j1");
+}
+
+#[test]
+fn killing_a_measurement_loses_nothing_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    judge_fixtures(&fx, 12);
+    let log = dir.path().join("judge.log");
+    let cache = dir.path().join("cache.jsonl");
+    let cmd = judge_cmd(&log);
+    let args = [
+        "measure",
+        "--fixtures",
+        fx.to_str().unwrap(),
+        "--backend",
+        "exec",
+        "--exec",
+        &cmd,
+        "--jobs",
+        "1",
+        "--cache",
+        cache.to_str().unwrap(),
+    ];
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin!("jev"))
+        .args(args)
+        .env("JUDGE_SLEEP", "0.15")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&cache)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 9
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the judge never answered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&cache).unwrap();
+    let complete: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        complete.len() >= 9 && complete.len() < 36,
+        "{} lines",
+        complete.len()
+    );
+    let done_states = complete.len() / 3;
+    let asked_before = judge_log(&log).len();
+    // The rerun asks only for the states the killed run had not finished.
+    jev(&args).expect(exit::OK);
+    let asked_after = judge_log(&log).len();
+    assert_eq!(
+        asked_after - asked_before,
+        12 - done_states,
+        "asked again only what was missing"
+    );
+    let cached = std::fs::read_to_string(&cache)
+        .unwrap()
+        .lines()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+        .count();
+    assert_eq!(cached, 36);
+}
+
+#[test]
+fn a_torn_cache_line_is_skipped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    judge_fixtures(&fx, 2);
+    let log = dir.path().join("judge.log");
+    let cache = dir.path().join("cache.jsonl");
+    let cmd = judge_cmd(&log);
+    let args = [
+        "measure",
+        "--fixtures",
+        fx.to_str().unwrap(),
+        "--backend",
+        "exec",
+        "--exec",
+        &cmd,
+        "--cache",
+        cache.to_str().unwrap(),
+    ];
+    jev(&args).expect(exit::OK);
+    let mut text = std::fs::read_to_string(&cache).unwrap();
+    let last = text.trim_end().rfind('\n').unwrap();
+    text.truncate(last + 30); // tear the last line mid-record
+    std::fs::write(&cache, &text).unwrap();
+    let run = jev(&args).run();
+    assert_eq!(run.code, exit::OK);
+    assert!(
+        run.stderr.contains("ignoring a torn last line"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout
+            .contains("5 cached, 1 measured in 1 backend call"),
+        "{}",
+        run.stdout
+    );
+    let again = jev(&args).run();
+    assert!(
+        again.stdout.contains("6 cached, 0 measured"),
+        "{}",
+        again.stdout
+    );
+}
+
+#[test]
+fn polarity_warns_when_labels_follow_the_flipped_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String = [0.1, 0.2, 0.3, 0.6, 0.7, 0.8]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            assessment_fixture(
+                &format!("p{i}"),
+                0.9,
+                0.1,
+                *v,
+                if *v < 0.5 { "deny" } else { "allow" },
+            ) + "\n"
+        })
+        .collect();
+    std::fs::write(dir.path().join("flipped.jsonl"), lines).unwrap();
+    let run = jev(&["calibrate", "--fixtures", dir.path().to_str().unwrap()]).expect(exit::OK);
+    assert!(
+        run.stdout.contains("POLARITY WARNING: the labels agree better with restriction compared the other way round (6/6 vs 3/6)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("polarity taskMatch: ok"),
+        "{}",
+        run.stdout
+    );
+}
+
+// The calibrate report's shape, decoded with unknown fields denied: every field is declared
+// even where a test does not read it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalReport {
+    families: Vec<CalFamily>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalFamily {
+    policy: PolicyRef,
+    fixtures: CalFixtures,
+    measurement: CalMeasurement,
+    grid: CalGrid,
+    objective: String,
+    defaults: CalDefaults,
+    best: CalRegion,
+    perfect: CalRegion,
+    recommended: Option<CalRecommended>,
+    polarity: Vec<CalPolarity>,
+    curves: Vec<CalCurve>,
+    disagreements: Vec<CalDisagreement>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalFixtures {
+    total: usize,
+    usable: usize,
+    excluded: usize,
+    excluded_cases: Vec<CalExcluded>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalExcluded {
+    id: String,
+    reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalMeasurement {
+    calls: usize,
+    cached: usize,
+    backend: String,
+    synthetic: bool,
+    note: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalGrid {
+    params: Vec<CalGridParam>,
+    size: u64,
+    exact: bool,
+    sweep_ms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalGridParam {
+    name: String,
+    values: Vec<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalDefaults {
+    params: std::collections::BTreeMap<String, f64>,
+    agree: u32,
+    n: usize,
+    wilson95: [f64; 2],
+    under: u32,
+    over: u32,
+    confusion: Option<CalConfusion>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalConfusion {
+    labels: Vec<String>,
+    rows: Vec<Vec<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalRegion {
+    agree: u32,
+    count: u64,
+    ranges: std::collections::BTreeMap<String, Option<[f64; 2]>>,
+    solid: bool,
+    defaults_outside: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalRecommended {
+    params: std::collections::BTreeMap<String, f64>,
+    margin: Option<u64>,
+    note: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalPolarity {
+    param: String,
+    best: u32,
+    flipped_best: u32,
+    warning: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalCurve {
+    param: String,
+    values: Vec<f64>,
+    agree: Vec<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CalDisagreement {
+    id: String,
+    expected: String,
+    decided: String,
+    rule: String,
+    under: bool,
+    over: bool,
+    values: serde_json::Map<String, serde_json::Value>,
+}
+
+#[test]
+fn calibrate_bundled_families_json_report_decodes() {
+    let run = jev(&["calibrate", "--format", "json"]).expect(exit::OK);
+    let report: CalReport = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = report
+        .families
+        .iter()
+        .map(|f| format!("{}@{}", f.policy.name, f.policy.version))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "model-routing@v1",
+            "proposal-review@v1",
+            "reliability@policy-v2",
+            "skill-routing@v1",
+            "tool-call-assessment@v1",
+            "tool-selection@v1"
+        ]
+    );
+    for f in &report.families {
+        assert!(f.policy.digest.starts_with("sha256:"));
+        assert_eq!(f.fixtures.total, f.fixtures.usable + f.fixtures.excluded);
+        assert_eq!(f.fixtures.excluded, f.fixtures.excluded_cases.len());
+        assert!(
+            f.measurement.synthetic
+                && f.measurement.backend == "recorded"
+                && f.measurement.calls == 0
+        );
+        assert_eq!(
+            f.measurement.note.as_deref(),
+            Some("recorded answers — plumbing, not a calibration")
+        );
+        let size: usize = f.grid.params.iter().map(|p| p.values.len()).product();
+        assert_eq!(size as u64, f.grid.size);
+        assert_eq!(f.defaults.n, f.fixtures.usable);
+        assert!(
+            f.defaults.wilson95[0] <= f.defaults.agree as f64 / f.defaults.n as f64
+                && f.defaults.wilson95[1] >= f.defaults.agree as f64 / f.defaults.n as f64
+        );
+        assert_eq!(
+            f.disagreements.len() as u32,
+            f.defaults.n as u32 - f.defaults.agree
+        );
+        assert!(f.best.agree >= f.defaults.agree || f.objective != "agreement");
+        assert_eq!(f.polarity.len(), f.grid.params.len());
+        assert_eq!(f.curves.len(), f.grid.params.len());
+    }
+    let asm = &report.families[4];
+    assert_eq!(
+        (asm.fixtures.total, asm.fixtures.excluded),
+        (31, 2),
+        "25+ assessments, 2 excluded"
+    );
+    assert!(
+        asm.fixtures
+            .excluded_cases
+            .iter()
+            .any(|e| e.id == "asm-en-oversized-args" && e.reason.contains("not sent"))
+    );
+    assert_eq!((asm.defaults.under, asm.defaults.over), (1, 1));
+    let confusion = asm.defaults.confusion.as_ref().unwrap();
+    assert_eq!(confusion.labels, ["allow", "ask", "hold", "deny"]);
+    let rel = &report.families[2];
+    assert_eq!(rel.fixtures.total, 20);
+    assert!(
+        rel.disagreements.iter().all(|d| d.under),
+        "the reliability disagreement is an under-escalation"
+    );
+}
+
+#[test]
+fn bad_fixtures_exit_2_naming_file_and_line() {
+    let good = assessment_fixture("a", 0.9, 0.1, 0.1, "allow");
+    let cases: Vec<(String, &str)> = vec![
+        (assessment_fixture("b", 1.4, 0.1, 0.1, "allow"), "bad.jsonl:2: recorded.matches_task: probability 1.4 is outside [0, 1]"),
+        (assessment_fixture("b", 0.9, 0.1, 0.1, "maybe"), "bad.jsonl:2: expected: \"maybe\" is not a value of action"),
+        (good.replace("\"expected\":\"allow\",", ""), "bad.jsonl:2: fixture \"a\" has no expectation"),
+        (good.clone(), "bad.jsonl:2: duplicate fixture id \"a\" (first at "),
+        ("{garbage".into(), "bad.jsonl:2: "),
+        (
+            serde_json::json!({"id": "m", "policy": "model-routing@v1", "state": {"task": "x"}, "expected": "fast",
+                "recorded": {"route": {"probabilities": {"fast": 0.5, "balanced": 0.1, "reasoning": 0.1, "default": 0.1}}}})
+            .to_string(),
+            "bad.jsonl:2: recorded.route: probabilities sum to 0.8",
+        ),
+        (
+            serde_json::json!({"id": "m", "policy": "model-routing@v1", "state": {"task": "x"}, "expected": "fast",
+                "recorded": {"route": {"probabilities": {"fast": 0.7, "turbo": 0.3}}}})
+            .to_string(),
+            "bad.jsonl:2: recorded.route: probabilities: \"turbo\" is not one of",
+        ),
+    ];
+    for (line, message) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("bad.jsonl"), format!("{good}\n{line}\n")).unwrap();
+        let run = jev(&["calibrate", "--fixtures", dir.path().to_str().unwrap()])
+            .expect(exit::INPUT_ERROR);
+        assert!(
+            run.stderr.contains(message),
+            "want {message:?} in {}",
+            run.stderr
+        );
+        assert_eq!(run.stdout, "");
+    }
+}
+
+#[test]
+fn bad_grid_arguments_exit_2_before_anything_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    judge_fixtures(&fx, 2);
+    let log = dir.path().join("judge.log");
+    let cmd = judge_cmd(&log);
+    let cache = dir.path().join("cache.jsonl");
+    let cases = [
+        (
+            vec!["--grid", "restriction=0.1:0.9:0"],
+            "step must be positive",
+        ),
+        (
+            vec!["--grid", "colour=0.1,0.2"],
+            "--grid colour: no family being calibrated has such a param",
+        ),
+        (
+            vec![
+                "--grid",
+                "restriction=0.05:0.95:0.00001",
+                "--grid",
+                "taskMatch=0.05:0.95:0.00001",
+            ],
+            "over the limit of 100000000 (raise it with --max-grid)",
+        ),
+        (
+            vec!["--grid", "restriction=0.1,0.9,1.5"],
+            "--grid restriction: 1.5 is outside the param's declared range [0.05, 0.95]",
+        ),
+        (
+            vec!["--grid-out", "/no/such/dir/grid.csv"],
+            "--grid-out /no/such/dir/grid.csv: /no/such/dir is not a directory",
+        ),
+        (
+            vec!["--fail-under", "2"],
+            "--fail-under 2: expected a rate in [0, 1]",
+        ),
+    ];
+    for (extra, message) in cases {
+        let mut args = vec![
+            "calibrate",
+            "--fixtures",
+            fx.to_str().unwrap(),
+            "--backend",
+            "exec",
+            "--exec",
+            &cmd,
+            "--cache",
+            cache.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let run = jev(&args).expect(exit::INPUT_ERROR);
+        assert!(
+            run.stderr.contains(message),
+            "want {message:?} in {}",
+            run.stderr
+        );
+        assert!(!log.exists(), "the judge must not be called");
+        assert!(!cache.exists());
+    }
+}
+
+#[test]
+fn an_unwritable_grid_out_leaves_no_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("grid.csv");
+    std::fs::create_dir(&target).unwrap(); // a directory where the file should go
+    let run = jev(&[
+        "calibrate",
+        "--family",
+        "tool-call-assessment@v1",
+        "--grid-out",
+        target.to_str().unwrap(),
+    ])
+    .expect(exit::INPUT_ERROR);
+    assert!(run.stderr.contains("--grid-out"), "{}", run.stderr);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leftovers,
+        [std::ffi::OsString::from("grid.csv")],
+        "no temporary file left behind"
+    );
+    assert!(target.is_dir());
+}
+
+#[test]
+fn exact_mode_and_gates() {
+    let run = jev(&[
+        "calibrate",
+        "--family",
+        "tool-call-assessment@v1",
+        "--exact",
+        "--format",
+        "json",
+    ])
+    .expect(exit::OK);
+    let report: CalReport = serde_json::from_str(&run.stdout).unwrap();
+    let f = &report.families[0];
+    assert!(f.grid.exact);
+    let restriction = &f.grid.params[0].values;
+    assert!(
+        restriction.contains(&0.86) && restriction.contains(&0.5),
+        "measured values are breakpoints: {restriction:?}"
+    );
+    // The exact grid can only agree at least as well as the 0.05 grid.
+    let coarse: CalReport = serde_json::from_str(
+        &jev(&[
+            "calibrate",
+            "--family",
+            "tool-call-assessment@v1",
+            "--format",
+            "json",
+        ])
+        .expect(exit::OK)
+        .stdout,
+    )
+    .unwrap();
+    assert!(f.best.agree >= coarse.families[0].best.agree);
+    // Safe objective: the recommendation has no under-escalation.
+    let safe: CalReport = serde_json::from_str(
+        &jev(&[
+            "calibrate",
+            "--family",
+            "tool-call-assessment@v1",
+            "--objective",
+            "safe",
+            "--format",
+            "json",
+        ])
+        .expect(exit::OK)
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(safe.families[0].objective, "safe (no under-escalation)");
+    // --fail-under trips at the defaults' agreement.
+    jev(&[
+        "calibrate",
+        "--family",
+        "tool-call-assessment@v1",
+        "--fail-under",
+        "0.9",
+    ])
+    .expect(exit::OK);
+    let run = jev(&[
+        "calibrate",
+        "--family",
+        "tool-call-assessment@v1",
+        "--fail-under",
+        "0.95",
+    ])
+    .run();
+    assert_eq!(run.code, exit::FOUND);
+    assert!(
+        run.stderr.contains("below 0.95 in tool-call-assessment@v1"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn every_question_set_file_is_compiled_in() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(Path::new(ROOT).join("questions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut bundled: Vec<String> = jev::questions::BUNDLED
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    bundled.sort();
+    assert_eq!(on_disk, bundled);
+    for (name, text) in jev::questions::BUNDLED {
+        let disk = std::fs::read_to_string(Path::new(ROOT).join("questions").join(name)).unwrap();
+        assert_eq!(&disk, text, "{name}");
+    }
+}

@@ -150,7 +150,18 @@ pub fn wilson95(k: u32, n: usize) -> [f64; 2] {
     let denom = 1.0 + z * z / n;
     let center = (p + z * z / (2.0 * n)) / denom;
     let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-    [(center - half).max(0.0), (center + half).min(1.0)]
+    // At the extremes the interval touches 0 or 1 exactly (no rounding to just below).
+    let lo = if k == 0 {
+        0.0
+    } else {
+        (center - half).max(0.0)
+    };
+    let hi = if f64::from(k) == n {
+        1.0
+    } else {
+        (center + half).min(1.0)
+    };
+    [lo, hi]
 }
 
 /// Which combinations are good enough to keep.
@@ -560,5 +571,73 @@ mod tests {
     #[test]
     fn sparkline_scales() {
         assert_eq!(sparkline(&[0, 5, 10], 10), "▁▅█");
+    }
+}
+
+#[cfg(test)]
+mod region_tests {
+    use super::*;
+    use crate::calibrate::grid::Axis;
+
+    fn policy() -> Policy {
+        crate::policy::registry::bundled()
+            .unwrap()
+            .into_iter()
+            .find(|l| l.policy.name == "tool-call-assessment")
+            .unwrap()
+            .policy
+    }
+
+    fn grid3x3() -> Grid {
+        let axis = |param: usize, name: &str| Axis {
+            param,
+            name: name.into(),
+            values: vec![0.25, 0.5, 0.75],
+            labels: vec!["0.25".into(), "0.5".into(), "0.75".into()],
+        };
+        Grid {
+            axes: vec![axis(0, "restriction"), axis(1, "missingInformation")],
+        }
+    }
+
+    #[test]
+    fn an_l_shaped_best_set_is_not_solid() {
+        let g = grid3x3();
+        // (0,0), (0,1), (1,0): the box of the ranges also holds (1,1), which disagrees.
+        let members = vec![g.flat(&[0, 0]), g.flat(&[0, 1]), g.flat(&[1, 0])];
+        let r = region(&policy(), &g, &members, 5);
+        assert_eq!(r.ranges["restriction"], json!([0.25, 0.5]));
+        assert_eq!(r.ranges["missingInformation"], json!([0.25, 0.5]));
+        assert!(!r.solid);
+    }
+
+    #[test]
+    fn a_box_is_solid() {
+        let g = grid3x3();
+        let members = vec![
+            g.flat(&[1, 1]),
+            g.flat(&[1, 2]),
+            g.flat(&[2, 1]),
+            g.flat(&[2, 2]),
+        ];
+        let r = region(&policy(), &g, &members, 5);
+        assert!(r.solid);
+        assert_eq!(r.count, 4);
+        assert_eq!(r.defaults_outside, Vec::<String>::new());
+        let empty = region(&policy(), &g, &[], 0);
+        assert!(!empty.solid);
+        assert_eq!(empty.ranges["restriction"], Value::Null);
+    }
+
+    #[test]
+    fn margins_count_chebyshev_steps_to_a_worse_cell() {
+        let g = grid3x3();
+        let mut worse = vec![false; 9];
+        worse[g.flat(&[0, 0])] = true;
+        let d = distance_to_worse(&g, &worse);
+        assert_eq!(d[g.flat(&[1, 1])], Some(1));
+        assert_eq!(d[g.flat(&[2, 2])], Some(2));
+        assert_eq!(d[g.flat(&[2, 0])], Some(2));
+        assert_eq!(distance_to_worse(&g, &[false; 9])[4], None);
     }
 }

@@ -507,7 +507,11 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let d = mock_distribution(&labels, "b", 0.9);
-        assert_eq!(d["b"], json!(0.9));
+        assert_eq!(
+            d["b"],
+            json!(0.900001),
+            "3 × 0.033333 leaves 1e-6 for the chosen label"
+        );
         assert_eq!(d["a"], json!(0.033333));
         let sum: f64 = d.values().map(|v| v.as_f64().unwrap()).sum();
         assert!((sum - 1.0).abs() < 1e-9);

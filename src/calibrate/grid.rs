@@ -372,10 +372,11 @@ mod tests {
         assert_eq!(v.len(), 19);
         assert_eq!(v[2].to_f64(), 0.15);
         assert_eq!(v[5].to_f64(), 0.3);
+        let (lo, step) = (0.05_f64, 0.05_f64);
         assert_ne!(
-            0.05 + 0.05 + 0.05 + 0.05 + 0.05 + 0.05,
-            0.3,
-            "accumulating would miss 0.3"
+            lo + 2.0 * step,
+            0.15,
+            "lo + i*step in floating point would miss 0.15"
         );
         assert_eq!(v.last().unwrap().to_string(), "0.95");
     }

@@ -2134,3 +2134,55 @@ fn every_question_set_file_is_compiled_in() {
         assert_eq!(&disk, text, "{name}");
     }
 }
+
+#[test]
+fn fast_and_brute_engines_give_identical_reports() {
+    let strip = |text: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+        for f in v["families"].as_array_mut().unwrap() {
+            f["grid"]["sweep_ms"] = 0.into();
+        }
+        v
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Lcg(77);
+    let lines: String = (0..30)
+        .map(|i| {
+            assessment_fixture(
+                &format!("e{i}"),
+                rng.probability(),
+                rng.probability(),
+                rng.probability(),
+                ["allow", "ask", "deny"][rng.below(3) as usize],
+            ) + "\n"
+        })
+        .collect();
+    std::fs::write(dir.path().join("e.jsonl"), lines).unwrap();
+    for extra in [&[][..], &["--exact"][..]] {
+        let run = |engine: &str| {
+            let mut args = vec![
+                "calibrate",
+                "--fixtures",
+                dir.path().to_str().unwrap(),
+                "--format",
+                "json",
+                "--engine",
+                engine,
+            ];
+            args.extend(extra);
+            strip(&jev(&args).expect(exit::OK).stdout)
+        };
+        assert_eq!(run("fast"), run("brute"), "{extra:?}");
+    }
+    let fast = strip(
+        &jev(&["calibrate", "--format", "json"])
+            .expect(exit::OK)
+            .stdout,
+    );
+    let brute = strip(
+        &jev(&["calibrate", "--format", "json", "--engine", "brute"])
+            .expect(exit::OK)
+            .stdout,
+    );
+    assert_eq!(fast, brute);
+}

@@ -2,6 +2,7 @@
 //! grid, and summarised honestly (agreement, the shape of the agreeing region, margins,
 //! polarity, disagreements).
 
+pub mod fast;
 pub mod grid;
 pub mod oracle;
 pub mod report;
@@ -263,3 +264,6 @@ pub fn usable(cases: &[Case]) -> Vec<(&Record, &Oracle)> {
 pub fn decide_case(policy: &Policy, record: &Record, params: &[f64]) -> Decision {
     decide(policy, record, params)
 }
+
+#[cfg(test)]
+mod tests;

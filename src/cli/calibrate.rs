@@ -41,6 +41,17 @@ pub struct Args {
     max_grid: u64,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// The sweep engine: `fast` decomposes each fixture into the boxes where its decision is
+    /// constant; `brute` decides every fixture at every grid point (a verification aid: both
+    /// give the same counts, the brute force is slower by orders of magnitude).
+    #[arg(long, value_enum, default_value_t = Engine::Fast)]
+    engine: Engine,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Engine {
+    Fast,
+    Brute,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -134,10 +145,13 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
         }
         let pairs = cal::usable(&cases);
         let defaults = fam.policy.default_params();
+        let sweep = |p: &Policy, grid: &Grid| match args.engine {
+            Engine::Fast => cal::fast::sweep(p, &pairs, grid, &defaults),
+            Engine::Brute => cal::sweep(p, &pairs, grid, &defaults),
+        };
         let started = Instant::now();
-        let cells = cal::sweep(&fam.policy, &pairs, &g, &defaults);
+        let cells = sweep(&fam.policy, &g);
         let sweep_ms = jev::measure::elapsed_ms(started);
-        let sweep = |p: &Policy, grid: &Grid| cal::sweep(p, &pairs, grid, &defaults);
         let family = report::build(
             report::Inputs {
                 policy: &fam.policy,
@@ -210,7 +224,7 @@ fn exact_grid(policy: &Policy, cases: &[Case], g: &Grid) -> Grid {
     let mut measured: Vec<Vec<f64>> = vec![Vec::new(); policy.params.len()];
     for c in cases {
         if let Ok(r) = &c.record {
-            for (p, v) in jev::policy::eval::param_operands(policy, r) {
+            for (p, _, v) in jev::policy::eval::param_comparisons(policy, r) {
                 measured[p].push(v);
             }
         }

@@ -395,10 +395,11 @@ fn compare(cmp: &Comparison, frame: &Frame, params: &[f64]) -> Option<bool> {
     })
 }
 
-/// Every value a record compares against a param, as `(param index, value)`: the points where
-/// a decision can change as that param moves (for exact sweeps).
-pub fn param_operands(policy: &Policy, record: &Record) -> Vec<(usize, f64)> {
-    fn walk(c: &Condition, frame: &Frame, out: &mut Vec<(usize, f64)>) {
+/// Every comparison of a record's values against a param, as `(param index, operator,
+/// value)` with the value on the left: the only places where a decision can change as that
+/// param moves (exact sweeps and the box-decomposition sweep rely on this).
+pub fn param_comparisons(policy: &Policy, record: &Record) -> Vec<(usize, Op, f64)> {
+    fn walk(c: &Condition, frame: &Frame, out: &mut Vec<(usize, Op, f64)>) {
         match c {
             Condition::All(list) | Condition::Any(list) => {
                 list.iter().for_each(|c| walk(c, frame, out))
@@ -407,8 +408,8 @@ pub fn param_operands(policy: &Policy, record: &Record) -> Vec<(usize, f64)> {
             Condition::Compare(cmp) => {
                 if let Operand::Param(p) = cmp.right {
                     match scalar(frame, cmp.input, cmp.derive) {
-                        Some(Scalar::Num(v)) => out.push((p, v)),
-                        Some(Scalar::Int(v)) => out.push((p, v as f64)),
+                        Some(Scalar::Num(v)) => out.push((p, cmp.op, v)),
+                        Some(Scalar::Int(v)) => out.push((p, cmp.op, v as f64)),
                         _ => {}
                     }
                 }

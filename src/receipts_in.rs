@@ -1,29 +1,54 @@
 //! Where receipts come from: files, directories of `*.json` receipts, and JSON Lines bundles
 //! (`*.jsonl`, one receipt per line). Shared by `verify` and `replay`.
+//!
+//! Receipts are streamed: files are read when their turn comes and bundles line by line, and
+//! [`process`] works through them in fixed-size chunks in parallel, handing results back in
+//! input order. Memory stays bounded whatever the count.
 
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
 
 use crate::seal::SEAL_FILE;
 
-/// One receipt's text and where it came from. `text` is an error message when the file could
-/// not be read (that is a failed receipt, never a skipped one).
+/// One receipt's text and where it came from. `text` is an error message when the receipt
+/// could not be read (that is a failed receipt, never a skipped one).
 #[derive(Debug, Clone)]
 pub struct ReceiptText {
     /// `path` for a file, `path:LINE` for a line of a bundle.
     pub place: String,
-    pub path: PathBuf,
     pub text: Result<String, String>,
 }
 
-/// What `expand` found: the receipts in order, and the directories given (for seal checks).
+/// A file to read receipts from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// One receipt per file.
+    File(PathBuf),
+    /// One receipt per line.
+    Bundle(PathBuf),
+}
+
+/// What `expand` found: the receipt sources in order, and the directories given (for seals).
 #[derive(Debug, Default)]
 pub struct Found {
-    pub receipts: Vec<ReceiptText>,
+    sources: Vec<Source>,
     pub dirs: Vec<PathBuf>,
 }
 
+fn source(path: PathBuf) -> Source {
+    if path.extension().is_some_and(|e| e == "jsonl") {
+        Source::Bundle(path)
+    } else {
+        Source::File(path)
+    }
+}
+
 /// Expands the paths given on the command line. A path that does not exist is an input error;
-/// a file that cannot be read becomes a failed receipt.
+/// nothing is read yet.
 pub fn expand(paths: &[PathBuf]) -> Result<Found, String> {
     let mut found = Found::default();
     for path in paths {
@@ -33,11 +58,9 @@ pub fn expand(paths: &[PathBuf]) -> Result<Found, String> {
             let mut files = Vec::new();
             collect(path, 0, &mut files)?;
             files.sort();
-            for f in files {
-                push_file(&f, &mut found.receipts);
-            }
+            found.sources.extend(files.into_iter().map(source));
         } else {
-            push_file(path, &mut found.receipts);
+            found.sources.push(source(path.clone()));
         }
     }
     Ok(found)
@@ -71,32 +94,108 @@ fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Strin
     Ok(())
 }
 
-fn push_file(path: &Path, out: &mut Vec<ReceiptText>) {
-    let place = path.display().to_string();
-    let text = std::fs::read(path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| {
-            String::from_utf8(b)
-                .map_err(|e| format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()))
-        });
-    let is_bundle = path.extension().is_some_and(|e| e == "jsonl");
-    match text {
-        Ok(text) if is_bundle => {
-            for (i, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
+fn utf8(bytes: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(bytes)
+        .map_err(|e| format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()))
+}
+
+/// The receipts of a [`Found`], read lazily in order.
+pub struct Stream {
+    sources: VecDeque<Source>,
+    bundle: Option<(String, BufReader<File>, usize)>,
+}
+
+impl Found {
+    pub fn stream(&self) -> Stream {
+        Stream {
+            sources: self.sources.iter().cloned().collect(),
+            bundle: None,
+        }
+    }
+}
+
+impl Iterator for Stream {
+    type Item = ReceiptText;
+
+    fn next(&mut self) -> Option<ReceiptText> {
+        loop {
+            if let Some((name, reader, line)) = self.bundle.as_mut() {
+                let mut buf = Vec::new();
+                match reader.read_until(b'\n', &mut buf) {
+                    Ok(0) => self.bundle = None,
+                    Ok(_) => {
+                        *line += 1;
+                        if buf.iter().all(u8::is_ascii_whitespace) {
+                            continue;
+                        }
+                        while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                            buf.pop();
+                        }
+                        return Some(ReceiptText {
+                            place: format!("{name}:{line}"),
+                            text: utf8(buf),
+                        });
+                    }
+                    Err(e) => {
+                        let place = format!("{name}:{}", *line + 1);
+                        self.bundle = None;
+                        return Some(ReceiptText {
+                            place,
+                            text: Err(e.to_string()),
+                        });
+                    }
                 }
-                out.push(ReceiptText {
-                    place: format!("{place}:{}", i + 1),
-                    path: path.to_owned(),
-                    text: Ok(line.to_owned()),
-                });
+                continue;
+            }
+            match self.sources.pop_front()? {
+                Source::File(path) => {
+                    return Some(ReceiptText {
+                        place: path.display().to_string(),
+                        text: std::fs::read(&path)
+                            .map_err(|e| e.to_string())
+                            .and_then(utf8),
+                    });
+                }
+                Source::Bundle(path) => match File::open(&path) {
+                    Ok(f) => {
+                        self.bundle = Some((
+                            path.display().to_string(),
+                            BufReader::with_capacity(1 << 20, f),
+                            0,
+                        ))
+                    }
+                    Err(e) => {
+                        return Some(ReceiptText {
+                            place: path.display().to_string(),
+                            text: Err(e.to_string()),
+                        });
+                    }
+                },
             }
         }
-        text => out.push(ReceiptText {
-            place,
-            path: path.to_owned(),
-            text,
-        }),
     }
+}
+
+/// Receipts processed per parallel batch: large enough to keep every core busy, small enough
+/// that memory does not grow with the input.
+pub const CHUNK: usize = 8192;
+
+/// Runs `work` over every receipt in parallel, chunk by chunk, and hands each result to `emit`
+/// in input order. Returns how many receipts there were.
+pub fn process<R: Send, E>(
+    stream: Stream,
+    work: impl Fn(&ReceiptText) -> R + Sync,
+    mut emit: impl FnMut(&ReceiptText, R) -> Result<(), E>,
+) -> Result<usize, E> {
+    let mut stream = stream.peekable();
+    let mut count = 0;
+    while stream.peek().is_some() {
+        let chunk: Vec<ReceiptText> = stream.by_ref().take(CHUNK).collect();
+        let results: Vec<R> = chunk.par_iter().map(&work).collect();
+        for (r, out) in chunk.iter().zip(results) {
+            emit(r, out)?;
+        }
+        count += chunk.len();
+    }
+    Ok(count)
 }

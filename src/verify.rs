@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -14,34 +15,48 @@ use crate::receipt::{self, Receipt};
 use crate::record::{RecordError, parse_record};
 use crate::seal;
 
-/// Policies by `NAME@VERSION`, looked up once each (policy directory, then bundled).
+/// Policies by `NAME@VERSION`, looked up once each (policy directory, then bundled) and
+/// shared by the threads verifying receipts.
 pub struct Policies {
     dir: Option<PathBuf>,
-    cache: HashMap<String, Result<Policy, String>>,
-    /// Lookup warnings (a local copy differing from the bundled one), for the caller to show.
-    pub warnings: Vec<String>,
+    cache: Mutex<HashMap<String, Arc<Result<Policy, String>>>>,
+    warnings: Mutex<Vec<String>>,
 }
 
 impl Policies {
     pub fn new(dir: Option<PathBuf>) -> Policies {
         Policies {
             dir,
-            cache: HashMap::new(),
-            warnings: Vec::new(),
+            cache: Mutex::new(HashMap::new()),
+            warnings: Mutex::new(Vec::new()),
         }
     }
 
-    pub fn get(&mut self, reference: &str) -> Result<&Policy, String> {
-        if !self.cache.contains_key(reference) {
-            let found = registry::resolve(reference, self.dir.as_deref())
-                .map(|r| {
-                    self.warnings.extend(r.warnings);
-                    r.located.policy
-                })
-                .map_err(|e| e.to_string());
-            self.cache.insert(reference.to_owned(), found);
+    pub fn get(&self, reference: &str) -> Arc<Result<Policy, String>> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = cache.get(reference) {
+            return Arc::clone(found);
         }
-        self.cache[reference].as_ref().map_err(Clone::clone)
+        let found = registry::resolve(reference, self.dir.as_deref())
+            .map(|r| {
+                self.warnings
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(r.warnings);
+                r.located.policy
+            })
+            .map_err(|e| e.to_string());
+        let found = Arc::new(found);
+        cache.insert(reference.to_owned(), Arc::clone(&found));
+        found
+    }
+
+    /// Lookup warnings (a local copy differing from the bundled one), for the caller to show.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -100,7 +115,7 @@ pub fn rederive(
 }
 
 /// Checks one receipt given as text.
-pub fn verify_text(text: &str, policies: &mut Policies) -> ReceiptReport {
+pub fn verify_text(text: &str, policies: &Policies) -> ReceiptReport {
     let receipt = match receipt::parse(text) {
         Ok(r) => r,
         Err(e) => {
@@ -121,7 +136,7 @@ pub fn verify_text(text: &str, policies: &mut Policies) -> ReceiptReport {
         ));
     }
     let reference = receipt.policy.reference();
-    match policies.get(&reference) {
+    match policies.get(&reference).as_ref() {
         Err(e) => errors.push(format!("policy: {e}")),
         Ok(policy) => {
             if policy.digest != receipt.policy.digest {

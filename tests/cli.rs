@@ -2186,3 +2186,53 @@ fn fast_and_brute_engines_give_identical_reports() {
     );
     assert_eq!(fast, brute);
 }
+
+#[test]
+fn receipts_stream_from_json_lines_bundles_in_input_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("receipts/chapter12"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.ends_with("SEAL.json"))
+        .collect();
+    names.sort();
+    names.reverse(); // not the order a directory listing would give
+    let mut lines = Vec::new();
+    for p in &names {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        lines.push(v.to_string());
+    }
+    let bundle = dir.path().join("bundle.jsonl");
+    std::fs::write(&bundle, lines.join("\n") + "\n").unwrap();
+    let report = verify_json(&[bundle.to_str().unwrap()], exit::OK);
+    let ids: Vec<String> = report
+        .receipts
+        .iter()
+        .map(|r| r.id.clone().unwrap())
+        .collect();
+    let want: Vec<String> = names
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids, want, "results come back in input order");
+    assert_eq!(report.receipts[2].path, format!("{}:3", bundle.display()));
+    let replayed = replay_json(
+        "reliability@policy-v1",
+        "reliability@policy-v2",
+        bundle.to_str().unwrap(),
+    );
+    let ids: Vec<String> = replayed
+        .rows
+        .iter()
+        .map(|r| r.id.clone().unwrap())
+        .collect();
+    assert_eq!(ids, want);
+    assert_eq!(replayed.summary.stricter, 1);
+    // A changed byte on line 3 fails that line only.
+    lines[2] = lines[2].replace("\"PASS\"", "\"PASX\"");
+    std::fs::write(&bundle, lines.join("\n") + "\n").unwrap();
+    let report = verify_json(&[bundle.to_str().unwrap()], exit::FOUND);
+    assert_eq!(report.summary.failed, 1);
+    assert!(!report.receipts[2].ok && report.receipts[2].errors[0].starts_with("digest mismatch"));
+}

@@ -82,69 +82,58 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
     let found = receipts_in::expand(&args.paths).map_err(Failure::input)?;
     let mut summary = Summary::default();
     let mut transitions: Vec<Transition> = Vec::new();
+    // Table and markdown need every row before printing; JSON, JSON Lines and CSV stream.
     let mut rows: Vec<Row> = Vec::new();
-    let mut csv_out =
-        matches!(args.format, Format::Csv).then(|| csv::Writer::from_writer(Vec::new()));
-    if let Some(w) = &mut csv_out {
-        w.write_record([
-            "id",
-            "path",
-            "status",
-            "from",
-            "to",
-            "changed_fields",
-            "missing_required_fields",
-            "error",
-        ])
-        .map_err(|e| Failure::input(e.to_string()))?;
-    }
-    for r in &found.receipts {
-        let row = match &r.text {
-            Ok(text) => replay::replay_text(&r.place, text, &from, &to),
-            Err(e) => Row::invalid(&r.place, format!("unreadable: {e}")),
-        };
-        summary.add(row.status);
-        replay::add_transition(&mut transitions, &row);
-        if args.only_changed && !row.status.is_change() {
-            continue;
+    let mut first = true;
+    match args.format {
+        Format::Json => out.line(&format!(
+            "{{\"from\": {from_json}, \"to\": {to_json}, \"rows\": ["
+        ))?,
+        Format::Csv => {
+            out.line("id,path,status,from,to,changed_fields,missing_required_fields,error")?
         }
-        match args.format {
-            Format::Jsonl => {
-                out.line(&serde_json::to_string(&row).unwrap_or_default())?;
+        _ => {}
+    }
+    let replay_one = |r: &receipts_in::ReceiptText| match &r.text {
+        Ok(text) => replay::replay_text(&r.place, text, &from, &to),
+        Err(e) => Row::invalid(&r.place, format!("unreadable: {e}")),
+    };
+    let total = receipts_in::process(
+        found.stream(),
+        replay_one,
+        |_, row| -> Result<(), Failure> {
+            summary.add(row.status);
+            replay::add_transition(&mut transitions, &row);
+            if args.only_changed && !row.status.is_change() {
+                return Ok(());
             }
-            _ => rows.push(row),
-        }
-    }
-    if found.receipts.is_empty() {
+            match args.format {
+                Format::Jsonl => out.line(&serde_json::to_string(&row).unwrap_or_default())?,
+                Format::Json => {
+                    out.line(&format!(
+                        "{}{}",
+                        if first { "  " } else { ", " },
+                        serde_json::to_string(&row).unwrap_or_default()
+                    ))?;
+                    first = false;
+                }
+                Format::Csv => out.line(&csv_line(&row)?)?,
+                Format::Table | Format::Markdown => rows.push(row),
+            }
+            Ok(())
+        },
+    )?;
+    if total == 0 {
         return Err(Failure::input("no receipts found in the given paths"));
     }
     match args.format {
         Format::Jsonl => out.line(&json!({"summary": summary}).to_string())?,
-        Format::Json => {
-            let doc = json!({"from": from_json, "to": to_json, "summary": summary,
-                             "transitions": transitions, "rows": rows});
-            out.line(&serde_json::to_string_pretty(&doc).unwrap_or_default())?;
-        }
-        Format::Csv => {
-            let mut w = csv_out
-                .take()
-                .unwrap_or_else(|| csv::Writer::from_writer(Vec::new()));
-            for row in &rows {
-                w.write_record([
-                    row.id.clone().unwrap_or_default(),
-                    row.path.clone(),
-                    row.status.name().to_owned(),
-                    row.from_label.clone(),
-                    row.to_label.clone(),
-                    row.changed_fields.join(" "),
-                    row.missing_required_fields.join(" "),
-                    row.error.clone().unwrap_or_default(),
-                ])
-                .map_err(|e| Failure::input(e.to_string()))?;
-            }
-            let bytes = w.into_inner().map_err(|e| Failure::input(e.to_string()))?;
-            out.line(String::from_utf8_lossy(&bytes).trim_end())?;
-        }
+        Format::Json => out.line(&format!(
+            "], \"summary\": {}, \"transitions\": {}}}",
+            serde_json::to_string(&summary).unwrap_or_default(),
+            serde_json::to_string(&transitions).unwrap_or_default()
+        ))?,
+        Format::Csv => {}
         Format::Table => render_table(out, &args, &rows, &summary, &transitions)?,
         Format::Markdown => render_markdown(out, &args, &rows, &summary, &transitions)?,
     }
@@ -276,4 +265,26 @@ fn render_markdown(
         ))?;
     }
     Ok(())
+}
+
+/// One CSV record (RFC 4180 quoting by the csv crate), without its line break.
+fn csv_line(row: &Row) -> Result<String, Failure> {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    w.write_record([
+        row.id.clone().unwrap_or_default(),
+        row.path.clone(),
+        row.status.name().to_owned(),
+        row.from_label.clone(),
+        row.to_label.clone(),
+        row.changed_fields.join(" "),
+        row.missing_required_fields.join(" "),
+        row.error.clone().unwrap_or_default(),
+    ])
+    .map_err(|e| Failure::input(e.to_string()))?;
+    let bytes = w.into_inner().map_err(|e| Failure::input(e.to_string()))?;
+    Ok(String::from_utf8_lossy(&bytes)
+        .trim_end_matches('\n')
+        .to_owned())
 }

@@ -34,22 +34,10 @@ const AUTHENTICITY: &str = "UNAUTHENTICATED";
 
 pub fn run(args: Args, out: &mut Out) -> Outcome {
     let found = receipts_in::expand(&args.paths).map_err(Failure::input)?;
-    let mut policies = Policies::new(args.policies.dir());
-    let mut rows = Vec::new();
-    for r in &found.receipts {
-        let report = match &r.text {
-            Ok(text) => verify::verify_text(text, &mut policies),
-            Err(e) => verify::ReceiptReport {
-                id: None,
-                errors: vec![format!("unreadable: {e}")],
-            },
-        };
-        rows.push((r.place.clone(), report));
-    }
-    warn(&policies.warnings);
+    let policies = Policies::new(args.policies.dir());
+    // Seals first: a sealed directory's file set is checked whatever its receipts say.
     let seals: Vec<verify::SealReport> =
         found.dirs.iter().map(|d| verify::verify_seal(d)).collect();
-    let failed = rows.iter().filter(|(_, r)| !r.errors.is_empty()).count();
     let mut seal_errors: Vec<String> = Vec::new();
     for s in &seals {
         for e in &s.errors {
@@ -57,37 +45,72 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
         }
     }
     let seal_present = seals.iter().any(|s| s.present);
-    let none = rows.is_empty();
-    let ok = !none && failed == 0 && seal_errors.is_empty();
-
-    match args.format {
-        Format::Json => {
-            let receipts: Vec<_> = rows
-                .iter()
-                .map(|(path, r)| json!({"path": path, "id": r.id, "ok": r.errors.is_empty(), "errors": r.errors}))
-                .collect();
-            let doc = json!({
-                "summary": {"total": rows.len(), "ok": rows.len() - failed, "failed": failed},
-                "authenticity": AUTHENTICITY,
-                "seal": {"present": seal_present, "ok": seal_errors.is_empty(), "errors": seal_errors},
-                "receipts": receipts,
-            });
-            out.line(&serde_json::to_string_pretty(&doc).unwrap_or_default())?;
+    let check = |r: &receipts_in::ReceiptText| match &r.text {
+        Ok(text) => verify::verify_text(text, &policies),
+        Err(e) => verify::ReceiptReport {
+            id: None,
+            errors: vec![format!("unreadable: {e}")],
+        },
+    };
+    let mut failed = 0usize;
+    let mut junit_cases = Vec::new();
+    let mut first = true;
+    if let Format::Json = args.format {
+        out.line("{\"receipts\": [")?;
+    }
+    let total = receipts_in::process(found.stream(), check, |r, report| -> Result<(), Failure> {
+        if !report.errors.is_empty() {
+            failed += 1;
         }
-        Format::Junit => out.line(&junit(&rows, &seal_errors, seal_present))?,
-        Format::Table => {
-            for (path, r) in &rows {
-                let id =
-                    r.id.as_deref()
-                        .map(|i| format!(" ({i})"))
-                        .unwrap_or_default();
-                if r.errors.is_empty() {
-                    out.line(&format!("ok    {path}{id}"))?;
+        match args.format {
+            Format::Table => {
+                let id = report
+                    .id
+                    .as_deref()
+                    .map(|i| format!(" ({i})"))
+                    .unwrap_or_default();
+                if report.errors.is_empty() {
+                    out.line(&format!("ok    {}{id}", r.place))?;
                 }
-                for e in &r.errors {
-                    out.line(&format!("FAIL  {path}{id}: {e}"))?;
+                for e in &report.errors {
+                    out.line(&format!("FAIL  {}{id}: {e}", r.place))?;
                 }
             }
+            Format::Json => {
+                let item = json!({"path": r.place, "id": report.id, "ok": report.errors.is_empty(), "errors": report.errors});
+                out.line(&format!("{}{item}", if first { "  " } else { ", " }))?;
+                first = false;
+            }
+            Format::Junit => junit_cases.push(junit_case(&r.place, &report.errors)),
+        }
+        Ok(())
+    })?;
+    warn(&policies.warnings());
+    let none = total == 0;
+    let ok = !none && failed == 0 && seal_errors.is_empty();
+    match args.format {
+        Format::Json => {
+            let rest = json!({
+                "summary": {"total": total, "ok": total - failed, "failed": failed},
+                "authenticity": AUTHENTICITY,
+                "seal": {"present": seal_present, "ok": seal_errors.is_empty(), "errors": seal_errors},
+            });
+            // Close the streamed array, then the remaining members of the same object.
+            let rest = rest.to_string();
+            out.line(&format!("], {}", &rest[1..]))?;
+        }
+        Format::Junit => {
+            if seal_present || !seal_errors.is_empty() {
+                junit_cases.push(junit_case("seal", &seal_errors));
+            }
+            let failures = failed + usize::from(!seal_errors.is_empty());
+            out.line(&format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"jev verify\" tests=\"{}\" failures=\"{failures}\">\n{}\n  </testsuite>\n</testsuites>",
+                junit_cases.len(),
+                junit_cases.join("\n")
+            ))?;
+        }
+        Format::Table => {
             for s in &seals {
                 if s.present && s.errors.is_empty() {
                     out.line(&format!("ok    {}: seal", s.dir.display()))?;
@@ -102,10 +125,9 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
                 (true, false) => "seal FAILED",
             };
             out.line(&format!(
-                "{} receipt{}: {} ok, {failed} failed; {seal}; {AUTHENTICITY} (no signature checked)",
-                rows.len(),
-                if rows.len() == 1 { "" } else { "s" },
-                rows.len() - failed
+                "{total} receipt{}: {} ok, {failed} failed; {seal}; {AUTHENTICITY} (no signature checked)",
+                if total == 1 { "" } else { "s" },
+                total - failed
             ))?;
         }
     }
@@ -116,6 +138,18 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
         });
     }
     Ok(if ok { jev::exit::OK } else { jev::exit::FOUND })
+}
+
+fn junit_case(name: &str, errors: &[String]) -> String {
+    let name = xml_escape(name);
+    if errors.is_empty() {
+        format!("    <testcase classname=\"jev.verify\" name=\"{name}\"/>")
+    } else {
+        let msg = xml_escape(&errors.join("; "));
+        format!(
+            "    <testcase classname=\"jev.verify\" name=\"{name}\">\n      <failure message=\"{msg}\">{msg}</failure>\n    </testcase>"
+        )
+    }
 }
 
 fn xml_escape(s: &str) -> String {
@@ -132,42 +166,4 @@ fn xml_escape(s: &str) -> String {
         }
     }
     out
-}
-
-fn junit(
-    rows: &[(String, verify::ReceiptReport)],
-    seal_errors: &[String],
-    seal_present: bool,
-) -> String {
-    let mut cases = Vec::new();
-    for (path, r) in rows {
-        let name = xml_escape(path);
-        if r.errors.is_empty() {
-            cases.push(format!(
-                "    <testcase classname=\"jev.verify\" name=\"{name}\"/>"
-            ));
-        } else {
-            let msg = xml_escape(&r.errors.join("; "));
-            cases.push(format!(
-                "    <testcase classname=\"jev.verify\" name=\"{name}\">\n      <failure message=\"{msg}\">{msg}</failure>\n    </testcase>"
-            ));
-        }
-    }
-    if seal_present || !seal_errors.is_empty() {
-        if seal_errors.is_empty() {
-            cases.push("    <testcase classname=\"jev.verify\" name=\"seal\"/>".into());
-        } else {
-            let msg = xml_escape(&seal_errors.join("; "));
-            cases.push(format!(
-                "    <testcase classname=\"jev.verify\" name=\"seal\">\n      <failure message=\"{msg}\">{msg}</failure>\n    </testcase>"
-            ));
-        }
-    }
-    let failures = rows.iter().filter(|(_, r)| !r.errors.is_empty()).count()
-        + usize::from(!seal_errors.is_empty());
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"jev verify\" tests=\"{}\" failures=\"{failures}\">\n{}\n  </testsuite>\n</testsuites>",
-        cases.len(),
-        cases.join("\n")
-    )
 }

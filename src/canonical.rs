@@ -71,7 +71,7 @@ pub fn parse_strict(text: &str) -> Result<Value, JsonError> {
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v));
     result.map_err(|e| JsonError {
-        path: render_path(&path.borrow()),
+        path: render_path(&path.borrow().iter().rev().cloned().collect::<Vec<_>>()),
         message: strip_position(&e),
         line: e.line(),
         column: e.column(),
@@ -146,15 +146,13 @@ impl<'de> Visitor<'de> for StrictVisitor<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::new();
         loop {
-            self.path.borrow_mut().push(Segment::Index(out.len()));
-            match seq.next_element_seed(StrictSeed { path: self.path })? {
-                Some(v) => {
-                    self.path.borrow_mut().pop();
-                    out.push(v);
-                }
-                None => {
-                    self.path.borrow_mut().pop();
-                    return Ok(Value::Array(out));
+            match seq.next_element_seed(StrictSeed { path: self.path }) {
+                Ok(Some(v)) => out.push(v),
+                Ok(None) => return Ok(Value::Array(out)),
+                Err(e) => {
+                    // The path is recorded only on the way out of an error, innermost first.
+                    self.path.borrow_mut().push(Segment::Index(out.len()));
+                    return Err(e);
                 }
             }
         }
@@ -162,13 +160,20 @@ impl<'de> Visitor<'de> for StrictVisitor<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            self.path.borrow_mut().push(Segment::Key(key.clone()));
             if out.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
+                let e = de::Error::custom(format_args!("duplicate key {key:?}"));
+                self.path.borrow_mut().push(Segment::Key(key));
+                return Err(e);
             }
-            let value = map.next_value_seed(StrictSeed { path: self.path })?;
-            self.path.borrow_mut().pop();
-            out.insert(key, value);
+            match map.next_value_seed(StrictSeed { path: self.path }) {
+                Ok(value) => {
+                    out.insert(key, value);
+                }
+                Err(e) => {
+                    self.path.borrow_mut().push(Segment::Key(key));
+                    return Err(e);
+                }
+            }
         }
         Ok(Value::Object(out))
     }
@@ -198,9 +203,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex of any byte string.
 pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        let _ = write!(out, "{b:02x}");
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0x0f)] as char);
     }
     out
 }
@@ -221,25 +228,39 @@ fn write_canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        Value::Object(map) => {
-            // RFC 8785 §3.2.3: members sorted by the UTF-16 code units of their names.
-            let mut entries: Vec<(Vec<u16>, &String, &Value)> = map
-                .iter()
-                .map(|(k, v)| (k.encode_utf16().collect(), k, v))
-                .collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            out.push('{');
-            for (i, (_, k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_canonical(v, out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, None, out),
     }
+}
+
+/// RFC 8785 §3.2.3: members sorted by the UTF-16 code units of their names (compared without
+/// allocating; this differs from UTF-8 order only above U+FFFF). `skip` leaves one member out.
+fn write_object(map: &Map<String, Value>, skip: Option<&str>, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map
+        .iter()
+        .filter(|(k, _)| Some(k.as_str()) != skip)
+        .collect();
+    entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(k, out);
+        out.push(':');
+        write_canonical(v, out);
+    }
+    out.push('}');
+}
+
+/// The canonical form of an object without one of its members (a receipt without `digest`),
+/// with no copy of the object made.
+pub fn canonical_string_without(value: &Value, skip: &str) -> String {
+    let mut out = String::new();
+    match value {
+        Value::Object(map) => write_object(map, Some(skip), &mut out),
+        other => write_canonical(other, &mut out),
+    }
+    out
 }
 
 /// ECMAScript `Number.prototype.toString` of the number's double value (RFC 8785 §3.2.2.3).
@@ -262,21 +283,29 @@ fn write_number(n: &Number, out: &mut String) {
 
 fn write_string(s: &str, out: &mut String) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Copy runs of characters that need no escaping in one go.
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b);
+        } else {
+            out.push_str(escape);
         }
+        start = i + 1;
     }
+    out.push_str(&s[start..]);
     out.push('"');
 }
 

@@ -45,7 +45,7 @@ pub struct Measurement {
     pub request_id: Option<String>,
 }
 
-/// A parsed receipt. `raw` is the whole document as read (what the digest covers).
+/// A parsed receipt, with the digest its content actually hashes to.
 #[derive(Debug, Clone)]
 pub struct Receipt {
     pub id: String,
@@ -59,7 +59,8 @@ pub struct Receipt {
     /// The decision object as written (`Decision::to_json`).
     pub decision: Map<String, Value>,
     pub digest: String,
-    pub raw: Value,
+    /// The digest computed over the document as read (without its `digest` member).
+    pub computed_digest: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,14 +90,7 @@ struct RawReceipt {
 
 /// The digest a receipt document should carry: over everything but `digest`.
 pub fn compute_digest(doc: &Value) -> String {
-    match doc {
-        Value::Object(map) => {
-            let mut without = map.clone();
-            without.remove("digest");
-            canonical::canonical_digest(&Value::Object(without))
-        }
-        other => canonical::canonical_digest(other),
-    }
+    canonical::sha256_prefixed(canonical::canonical_string_without(doc, "digest").as_bytes())
 }
 
 /// Parses a receipt strictly (duplicate keys, unsafe integers, unknown fields refused) and
@@ -104,18 +98,33 @@ pub fn compute_digest(doc: &Value) -> String {
 /// receipt can still be named and reported.
 pub fn parse(text: &str) -> Result<Receipt, ReceiptError> {
     let raw = canonical::parse_strict(text)?;
-    from_value(raw)
+    let computed_digest = compute_digest(&raw);
+    // The fast path moves the document into its typed form; only a receipt that does not fit
+    // is decoded again, from a fresh parse, to name the place that is wrong.
+    match serde_json::from_value::<RawReceipt>(raw) {
+        Ok(r) => typed(r, computed_digest),
+        Err(_) => {
+            let again = canonical::parse_strict(text)?;
+            Err(
+                match serde_path_to_error::deserialize::<_, RawReceipt>(&again) {
+                    Err(e) => ReceiptError::Shape {
+                        path: match e.path().to_string() {
+                            p if p == "." => "(receipt)".into(),
+                            p => p,
+                        },
+                        message: e.inner().to_string(),
+                    },
+                    Ok(_) => ReceiptError::Shape {
+                        path: "(receipt)".into(),
+                        message: "does not have the receipt shape".into(),
+                    },
+                },
+            )
+        }
+    }
 }
 
-pub fn from_value(raw: Value) -> Result<Receipt, ReceiptError> {
-    let r: RawReceipt =
-        serde_path_to_error::deserialize(&raw).map_err(|e| ReceiptError::Shape {
-            path: match e.path().to_string() {
-                p if p == "." => "(receipt)".into(),
-                p => p,
-            },
-            message: e.inner().to_string(),
-        })?;
+fn typed(r: RawReceipt, computed_digest: String) -> Result<Receipt, ReceiptError> {
     if r.jev_receipt != FORMAT_VERSION {
         return Err(ReceiptError::Shape {
             path: "jev_receipt".into(),
@@ -134,13 +143,13 @@ pub fn from_value(raw: Value) -> Result<Receipt, ReceiptError> {
         params: r.params,
         decision: r.decision,
         digest: r.digest,
-        raw,
+        computed_digest,
     })
 }
 
 /// Recomputes the digest and compares it with the recorded one.
 pub fn check_digest(receipt: &Receipt) -> Result<(), ReceiptError> {
-    let computed = compute_digest(&receipt.raw);
+    let computed = receipt.computed_digest.clone();
     if computed == receipt.digest {
         Ok(())
     } else {

@@ -178,7 +178,7 @@ impl Iterator for Stream {
 
 /// Receipts processed per parallel batch: large enough to keep every core busy, small enough
 /// that memory does not grow with the input.
-pub const CHUNK: usize = 8192;
+pub const CHUNK: usize = 2048;
 
 /// Runs `work` over every receipt in parallel, chunk by chunk, and hands each result to `emit`
 /// in input order. Returns how many receipts there were.

@@ -131,12 +131,21 @@ pub fn parse_record(policy: &Policy, raw: &Value) -> Result<Record, RecordError>
                 values.push(None);
                 continue;
             }
-            let field = field_name(policy, decl, unit.as_deref());
-            let path = format!("{}.{field}", decl.section.name());
-            let value = match lookup(decl.section, &field) {
-                Some(raw) => Some(parse_value(&decl.ty, raw).map_err(|m| invalid(path, m))?),
+            // Per-unit fields are named for their unit; the rest are read by their declared
+            // name without building a string.
+            let owned;
+            let field: &str = if decl.per_unit {
+                owned = field_name(policy, decl, unit.as_deref());
+                &owned
+            } else {
+                &decl.field
+            };
+            let path = || format!("{}.{field}", decl.section.name());
+            let value = match lookup(decl.section, field) {
+                Some(raw) => Some(parse_value(&decl.ty, raw).map_err(|m| invalid(path(), m))?),
                 None => match &decl.presence {
                     Presence::Required => {
+                        let path = path();
                         if !missing.contains(&path) {
                             missing.push(path);
                         }

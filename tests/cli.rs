@@ -1763,6 +1763,7 @@ struct CalGrid {
     size: u64,
     exact: bool,
     sweep_ms: u64,
+    sweep_us: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -2141,6 +2142,7 @@ fn fast_and_brute_engines_give_identical_reports() {
         let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
         for f in v["families"].as_array_mut().unwrap() {
             f["grid"]["sweep_ms"] = 0.into();
+            f["grid"]["sweep_us"] = 0.into();
         }
         v
     };

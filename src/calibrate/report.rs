@@ -56,6 +56,8 @@ pub struct GridInfo {
     pub size: u64,
     pub exact: bool,
     pub sweep_ms: u64,
+    /// The same duration in microseconds, for sweeps faster than a millisecond.
+    pub sweep_us: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -293,7 +295,7 @@ pub struct Inputs<'a> {
     pub grid: &'a Grid,
     pub cells: &'a [Cell],
     pub exact: bool,
-    pub sweep_ms: u64,
+    pub sweep_us: u64,
     pub objective: Objective,
     pub measurement: Measurement,
 }
@@ -306,7 +308,7 @@ pub fn build(inp: Inputs, sweep: &dyn Fn(&Policy, &Grid) -> Vec<Cell>) -> Family
         grid,
         cells,
         exact,
-        sweep_ms,
+        sweep_us,
         objective,
         measurement,
     } = inp;
@@ -478,7 +480,8 @@ pub fn build(inp: Inputs, sweep: &dyn Fn(&Policy, &Grid) -> Vec<Cell>) -> Family
                 .collect(),
             size: u64::try_from(grid.size()).unwrap_or(u64::MAX),
             exact,
-            sweep_ms,
+            sweep_ms: sweep_us / 1000,
+            sweep_us,
         },
         objective: objective.name().into(),
         defaults: Defaults {

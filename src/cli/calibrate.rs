@@ -151,7 +151,7 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
         };
         let started = Instant::now();
         let cells = sweep(&fam.policy, &g);
-        let sweep_ms = jev::measure::elapsed_ms(started);
+        let sweep_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let family = report::build(
             report::Inputs {
                 policy: &fam.policy,
@@ -159,7 +159,7 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
                 grid: &g,
                 cells: &cells,
                 exact: args.exact,
-                sweep_ms,
+                sweep_us,
                 objective,
                 measurement: report::Measurement {
                     calls: fam.stats.calls,
@@ -347,7 +347,7 @@ fn summary_lines(f: &Family, md: bool) -> Vec<String> {
         .map(|p| format!("{} {}", p.name, p.values.len()))
         .collect();
     lines.push(format!(
-        "grid: {} = {} combination{}{}, swept in {} ms",
+        "grid: {} = {} combination{}{}, swept in {:.1} ms",
         if shape.is_empty() {
             "no params".to_owned()
         } else {
@@ -360,7 +360,7 @@ fn summary_lines(f: &Family, md: bool) -> Vec<String> {
         } else {
             ""
         },
-        f.grid.sweep_ms
+        f.grid.sweep_us as f64 / 1000.0
     ));
     let d = &f.defaults;
     lines.push(format!(

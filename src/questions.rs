@@ -119,7 +119,9 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> QuestionError
 pub fn load(text: &str) -> Result<QuestionSet, QuestionError> {
     let doc = canonical::parse_strict(text)?;
     let digest = canonical::canonical_digest(&doc);
-    let raw: RawSet = serde_path_to_error::deserialize(&doc)
+    // Read from the text so the questions keep their file order.
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw: RawSet = serde_path_to_error::deserialize(&mut de)
         .map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
     if raw.jev_questions != FORMAT_VERSION {
         return Err(invalid(

@@ -165,7 +165,11 @@ struct RawCondition {
 pub fn load_policy(text: &str) -> Result<Policy, PolicyError> {
     let document = canonical::parse_strict(text)?;
     let digest = canonical::canonical_digest(&document);
-    let raw: RawPolicy = serde_path_to_error::deserialize(&document).map_err(|e| {
+    // The typed shape is read from the text itself so declaration order (of inputs and
+    // params: the order of grid axes and reports) is the file's; the strict parse above has
+    // already refused duplicate keys and unsafe numbers.
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw: RawPolicy = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         invalid(
             if path == "." { String::new() } else { path },

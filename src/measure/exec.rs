@@ -123,10 +123,7 @@ pub fn serve(argv: &[String], jobs: usize, requests: Vec<Request>, tx: Sender<Re
                 let mut worker: Option<Worker> = None;
                 let mut restarts = 0;
                 let mut last_error = String::new();
-                loop {
-                    let Some(req) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
-                        break;
-                    };
+                while let Some(req) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
                     let started = Instant::now();
                     if worker.is_none() && restarts <= RESTARTS {
                         match Worker::start(argv) {

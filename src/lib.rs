@@ -16,5 +16,6 @@ pub mod receipts_in;
 pub mod record;
 pub mod replay;
 pub mod seal;
+pub mod sign;
 pub mod value;
 pub mod verify;

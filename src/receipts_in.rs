@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::seal::SEAL_FILE;
+use crate::seal::is_seal_file;
 
 /// One receipt's text and where it came from. `text` is an error message when the receipt
 /// could not be read (that is a failed receipt, never a skipped one).
@@ -82,7 +82,11 @@ fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Strin
             .map_err(|e| format!("{}: {e}", path.display()))?;
         if kind.is_dir() {
             collect(&path, depth + 1, out)?;
-        } else if path.file_name().is_some_and(|n| n == SEAL_FILE) {
+        } else if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(is_seal_file)
+        {
             continue;
         } else if path
             .extension()

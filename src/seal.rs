@@ -14,6 +14,13 @@ use crate::canonical::{self, hex, sha256_hex};
 
 /// The seal's file name inside the sealed directory.
 pub const SEAL_FILE: &str = "SEAL.json";
+/// Earlier seals of the directory, one per line, oldest first (the chain behind SEAL.json).
+pub const HISTORY_FILE: &str = "SEAL.history.jsonl";
+
+/// True for the files a seal keeps beside the sealed content.
+pub fn is_seal_file(name: &str) -> bool {
+    name == SEAL_FILE || name == HISTORY_FILE
+}
 /// The seal format version.
 pub const FORMAT_VERSION: u64 = 1;
 
@@ -30,10 +37,32 @@ pub struct Entry {
 #[serde(deny_unknown_fields)]
 pub struct Seal {
     pub jev_seal: u64,
+    /// 1 for a directory's first seal, then one more each time it is sealed again.
+    #[serde(default = "first")]
+    pub sequence: u64,
+    /// `sha256:` digest of the previous seal's canonical form (null for the first).
+    #[serde(default)]
+    pub previous: Option<String>,
     pub count: usize,
     /// Lowercase hex Merkle root.
     pub root: String,
     pub entries: Vec<Entry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::sign::Signature>,
+}
+
+fn first() -> u64 {
+    1
+}
+
+impl Seal {
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+    /// The digest the next seal chains to: over the whole seal, signature included.
+    pub fn digest(&self) -> String {
+        canonical::canonical_digest(&self.to_value())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +157,7 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<Entry>) -> Result<(
             });
         };
         let rel = rel.replace(std::path::MAIN_SEPARATOR, "/");
-        if rel == SEAL_FILE {
+        if is_seal_file(&rel) {
             continue;
         }
         let bytes = std::fs::read(&path).map_err(io(&path))?;
@@ -140,15 +169,145 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<Entry>) -> Result<(
     Ok(())
 }
 
-/// Builds the seal of `dir` as it is now.
+/// Builds the seal of `dir` as it is now (unsigned, first in its chain).
 pub fn seal_dir(dir: &Path) -> Result<Seal, SealError> {
     let entries = scan(dir)?;
     Ok(Seal {
         jev_seal: FORMAT_VERSION,
+        sequence: 1,
+        previous: None,
         count: entries.len(),
         root: merkle_root(&entries),
         entries,
+        signature: None,
     })
+}
+
+/// Seals `dir` again: the new seal chains to the current one (which moves to the history
+/// file) and is signed when a key is given. Both files are written atomically, history first.
+pub fn reseal(dir: &Path, key: Option<&crate::sign::Key>) -> Result<Seal, SealError> {
+    let mut seal = seal_dir(dir)?;
+    if let Some(old) = read_seal(dir)? {
+        seal.sequence = old.sequence + 1;
+        seal.previous = Some(old.digest());
+        let path = dir.join(HISTORY_FILE);
+        let mut history = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(error) => return Err(SealError::Io { path, error }),
+        };
+        if !history.is_empty() && !history.ends_with(b"\n") {
+            history.push(b'\n');
+        }
+        history.extend_from_slice(old.to_value().to_string().as_bytes());
+        history.push(b'\n');
+        crate::fsutil::write_atomic(&path, &history)
+            .map_err(|error| SealError::Io { path, error })?;
+    }
+    if let Some(key) = key {
+        let message = crate::sign::message(&seal.to_value());
+        seal.signature = Some(key.sign(&message).map_err(|message| SealError::Invalid {
+            path: dir.to_owned(),
+            message,
+        })?);
+    }
+    let path = dir.join(SEAL_FILE);
+    let text = serde_json::to_string_pretty(&seal).unwrap_or_default() + "\n";
+    crate::fsutil::write_atomic(&path, text.as_bytes())
+        .map_err(|error| SealError::Io { path, error })?;
+    Ok(seal)
+}
+
+fn parse_seal(path: &Path, text: &str) -> Result<Seal, SealError> {
+    let value = canonical::parse_strict(text).map_err(|e| SealError::Invalid {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    let seal: Seal = serde_path_to_error::deserialize(&value).map_err(|e| SealError::Invalid {
+        path: path.to_owned(),
+        message: format!("{}: {}", e.path(), e.inner()),
+    })?;
+    if seal.jev_seal != FORMAT_VERSION {
+        return Err(SealError::Invalid {
+            path: path.to_owned(),
+            message: format!("seal format {} is not supported", seal.jev_seal),
+        });
+    }
+    Ok(seal)
+}
+
+/// The chain behind the current seal, oldest first (empty without a history file).
+pub fn read_history(dir: &Path) -> Result<Vec<Seal>, SealError> {
+    let path = dir.join(HISTORY_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(SealError::Io { path, error }),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| parse_seal(&dir.join(format!("{HISTORY_FILE}:{}", i + 1)), l))
+        .collect()
+}
+
+/// Checks the chain of seals and, with a trusted key, their signatures. Returns the problems
+/// found and whether the current seal is authenticated (signed by the trusted key, its chain
+/// intact, no unsigned seal after a signed one).
+pub fn check_chain(
+    dir: &Path,
+    seal: &Seal,
+    trust: Option<&crate::sign::Key>,
+) -> (Vec<String>, bool) {
+    let mut errors = Vec::new();
+    let history = match read_history(dir) {
+        Ok(h) => h,
+        Err(e) => return (vec![e.to_string()], false),
+    };
+    let chain: Vec<&Seal> = history.iter().chain(std::iter::once(seal)).collect();
+    for (i, s) in chain.iter().enumerate() {
+        let expected_previous = if i == 0 {
+            None
+        } else {
+            Some(chain[i - 1].digest())
+        };
+        if i == 0 && s.previous.is_some() {
+            errors.push(format!(
+                "chain break: seal {} names a previous seal that is not in {HISTORY_FILE}",
+                s.sequence
+            ));
+        } else if i > 0 && s.previous != expected_previous {
+            errors.push(format!(
+                "chain break: seal {} does not chain to seal {}",
+                s.sequence,
+                chain[i - 1].sequence
+            ));
+        }
+        if i > 0 && s.sequence != chain[i - 1].sequence + 1 {
+            errors.push(format!(
+                "chain break: seal {} follows seal {}",
+                s.sequence,
+                chain[i - 1].sequence
+            ));
+        }
+    }
+    let signed_before = history.iter().any(|s| s.signature.is_some());
+    if signed_before && seal.signature.is_none() {
+        errors
+            .push("chain break: the current seal is unsigned but earlier seals were signed".into());
+    }
+    let mut authenticated = false;
+    if let Some(key) = trust {
+        for s in &chain {
+            if let Some(sig) = &s.signature {
+                if let Err(e) = key.verify(sig, &crate::sign::message(&s.to_value())) {
+                    errors.push(format!("seal {} signature: {e}", s.sequence));
+                }
+            }
+        }
+        authenticated = seal.signature.is_some() && errors.is_empty();
+    }
+    (errors, authenticated)
 }
 
 /// Reads `dir/SEAL.json` if there is one.
@@ -161,21 +320,7 @@ pub fn read_seal(dir: &Path) -> Result<Option<Seal>, SealError> {
         path: path.clone(),
         error,
     })?;
-    let value = canonical::parse_strict(&text).map_err(|e| SealError::Invalid {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
-    let seal: Seal = serde_path_to_error::deserialize(&value).map_err(|e| SealError::Invalid {
-        path: path.clone(),
-        message: format!("{}: {}", e.path(), e.inner()),
-    })?;
-    if seal.jev_seal != FORMAT_VERSION {
-        return Err(SealError::Invalid {
-            path,
-            message: format!("seal format {} is not supported", seal.jev_seal),
-        });
-    }
-    Ok(Some(seal))
+    parse_seal(&path, &text).map(Some)
 }
 
 /// Compares a directory with its seal; every difference is one message.

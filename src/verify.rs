@@ -200,20 +200,31 @@ pub struct SealReport {
     pub dir: PathBuf,
     pub present: bool,
     pub errors: Vec<String>,
+    /// Signed by the trusted key, over an intact chain.
+    pub authenticated: bool,
 }
 
-pub fn verify_seal(dir: &Path) -> SealReport {
-    let (present, errors) = match seal::read_seal(dir) {
-        Ok(None) => (false, Vec::new()),
-        Ok(Some(s)) => match seal::check(dir, &s) {
-            Ok(errors) => (true, errors),
-            Err(e) => (true, vec![e.to_string()]),
-        },
-        Err(e) => (true, vec![e.to_string()]),
+/// Checks `dir` against its seal: the file set, hashes, count and root; the chain of earlier
+/// seals; and with `trust`, every signature in the chain.
+pub fn verify_seal(dir: &Path, trust: Option<&crate::sign::Key>) -> SealReport {
+    let (present, errors, authenticated) = match seal::read_seal(dir) {
+        Ok(None) => (false, Vec::new(), false),
+        Ok(Some(s)) => {
+            let mut errors = match seal::check(dir, &s) {
+                Ok(errors) => errors,
+                Err(e) => vec![e.to_string()],
+            };
+            let (chain_errors, signed) = seal::check_chain(dir, &s, trust);
+            errors.extend(chain_errors);
+            let authenticated = signed && errors.is_empty();
+            (true, errors, authenticated)
+        }
+        Err(e) => (true, vec![e.to_string()], false),
     };
     SealReport {
         dir: dir.to_owned(),
         present,
         errors,
+        authenticated,
     }
 }

@@ -2238,3 +2238,189 @@ fn receipts_stream_from_json_lines_bundles_in_input_order() {
     assert_eq!(report.summary.failed, 1);
     assert!(!report.receipts[2].ok && report.receipts[2].errors[0].starts_with("digest mismatch"));
 }
+
+fn signed_copy(dir: &Path, hmac: bool) -> (PathBuf, PathBuf, PathBuf) {
+    let receipts = dir.join("receipts");
+    copy_dir(&Path::new(ROOT).join("receipts/chapter12"), &receipts);
+    let prefix = dir.join("ci-key");
+    let mut args = vec!["keygen", "--out", prefix.to_str().unwrap()];
+    if hmac {
+        args.push("--hmac");
+    }
+    let run = jev(&args).expect(exit::OK);
+    let secret = prefix.with_extension("key");
+    let trust = if hmac {
+        secret.clone()
+    } else {
+        prefix.with_extension("pub")
+    };
+    let secret_text = std::fs::read_to_string(&secret).unwrap();
+    let hex: String = secret_text
+        .split('"')
+        .find(|s| s.len() == 64)
+        .unwrap()
+        .to_owned();
+    assert!(
+        !run.stdout.contains(&hex),
+        "keygen never prints key material"
+    );
+    let run = jev(&[
+        "seal",
+        receipts.to_str().unwrap(),
+        "--sign-key",
+        secret.to_str().unwrap(),
+    ])
+    .expect(exit::OK);
+    assert!(
+        run.stdout.contains("seal 2") && run.stdout.contains("signed"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains(&hex));
+    (receipts, secret, trust)
+}
+
+#[test]
+fn signed_seals_authenticate_with_the_trusted_key() {
+    for hmac in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (receipts, _secret, trust) = signed_copy(dir.path(), hmac);
+        let r = receipts.to_str().unwrap();
+        let t = trust.to_str().unwrap();
+        let report = verify_json(&["--trust-key", t, "--require-authenticated", r], exit::OK);
+        assert_eq!(report.authenticity, "AUTHENTICATED", "hmac={hmac}");
+        // Without the key: not a failure, but not authenticated either.
+        let report = verify_json(&[r], exit::OK);
+        assert_eq!(report.authenticity, "UNAUTHENTICATED");
+        let run = jev(&["verify", "--require-authenticated", r]).expect(exit::FOUND);
+        assert!(run.stderr.contains("UNAUTHENTICATED"), "{}", run.stderr);
+        // A tampered signature fails.
+        let seal_path = receipts.join("SEAL.json");
+        let text = std::fs::read_to_string(&seal_path).unwrap();
+        let mut seal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let value = seal["signature"]["value"].as_str().unwrap().to_owned();
+        let flipped = format!(
+            "{}{}",
+            if value.starts_with('0') { "1" } else { "0" },
+            &value[1..]
+        );
+        seal["signature"]["value"] = flipped.into();
+        std::fs::write(&seal_path, seal.to_string()).unwrap();
+        let report = verify_json(&["--trust-key", t, r], exit::FOUND);
+        assert!(
+            report.seal.errors.iter().any(|e| e.contains("signature")),
+            "{:?}",
+            report.seal.errors
+        );
+        assert_eq!(report.authenticity, "UNAUTHENTICATED");
+    }
+}
+
+#[test]
+fn a_directory_rewritten_and_resealed_without_the_key_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receipts, _secret, trust) = signed_copy(dir.path(), false);
+    let r = receipts.to_str().unwrap();
+    let t = trust.to_str().unwrap();
+    // The forger rewrites a receipt consistently (new timestamp, recomputed digest): the
+    // receipt alone verifies...
+    let file = receipts.join("clean.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    doc["created_at"] = "2026-06-01T00:00:00Z".into();
+    doc.as_object_mut().unwrap().remove("digest");
+    let digest = jev(&["digest"])
+        .stdin(doc.to_string())
+        .expect(exit::OK)
+        .stdout;
+    doc["digest"] = digest.trim().into();
+    std::fs::write(&file, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    // ...and re-seals: unsigned, signed with their own key, or with the history deleted.
+    let snapshot = dir.path().join("snapshot");
+    copy_dir(&receipts, &snapshot);
+    jev(&["seal", r]).expect(exit::OK);
+    let report = verify_json(&["--trust-key", t, r], exit::FOUND);
+    assert!(
+        report
+            .seal
+            .errors
+            .iter()
+            .any(|e| e.contains("unsigned but earlier seals were signed")),
+        "{:?}",
+        report.seal.errors
+    );
+
+    std::fs::remove_dir_all(&receipts).unwrap();
+    copy_dir(&snapshot, &receipts);
+    let forger = dir.path().join("forger");
+    jev(&["keygen", "--out", forger.to_str().unwrap()]).expect(exit::OK);
+    jev(&[
+        "seal",
+        r,
+        "--sign-key",
+        forger.with_extension("key").to_str().unwrap(),
+    ])
+    .expect(exit::OK);
+    let report = verify_json(&["--trust-key", t, r], exit::FOUND);
+    assert!(
+        report
+            .seal
+            .errors
+            .iter()
+            .any(|e| e.contains("not by the trusted key")),
+        "{:?}",
+        report.seal.errors
+    );
+
+    std::fs::remove_dir_all(&receipts).unwrap();
+    copy_dir(&snapshot, &receipts);
+    std::fs::remove_file(receipts.join("SEAL.history.jsonl")).unwrap();
+    std::fs::remove_file(receipts.join("SEAL.json")).unwrap();
+    jev(&["seal", r]).expect(exit::OK);
+    let report = verify_json(&["--trust-key", t, r], exit::OK);
+    assert_eq!(
+        report.authenticity, "UNAUTHENTICATED",
+        "a fresh unsigned seal is never authenticated"
+    );
+    jev(&["verify", "--trust-key", t, "--require-authenticated", r]).expect(exit::FOUND);
+}
+
+#[test]
+fn keys_are_checked_and_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("k");
+    jev(&["keygen", "--out", prefix.to_str().unwrap()]).expect(exit::OK);
+    let run = jev(&["keygen", "--out", prefix.to_str().unwrap()]).expect(exit::INPUT_ERROR);
+    assert!(run.stderr.contains("already exists"), "{}", run.stderr);
+    let bad = dir.path().join("bad.key");
+    std::fs::write(
+        &bad,
+        r#"{"jev_key": 1, "algorithm": "rsa", "secret": "00"}"#,
+    )
+    .unwrap();
+    let run = jev(&[
+        "verify",
+        "--trust-key",
+        bad.to_str().unwrap(),
+        "receipts/chapter12",
+    ])
+    .expect(exit::INPUT_ERROR);
+    assert!(run.stderr.contains("bad.key: algorithm"), "{}", run.stderr);
+    let run = jev(&[
+        "seal",
+        dir.path().to_str().unwrap(),
+        "--sign-key",
+        prefix.with_extension("pub").to_str().unwrap(),
+    ])
+    .expect(exit::INPUT_ERROR);
+    assert!(run.stderr.contains("public key"), "{}", run.stderr);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(prefix.with_extension("key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

@@ -5,6 +5,7 @@
 mod calibrate;
 mod decide;
 mod digest;
+mod keygen;
 mod measure;
 mod output;
 mod policy;
@@ -43,8 +44,11 @@ enum Command {
     Policy(policy::Command),
     /// Verify receipts: digest, policy binding, re-derivation, directory seal. Fails closed.
     Verify(verify::Args),
-    /// Seal a directory of receipts: SEAL.json with every file's SHA-256 and a Merkle root.
+    /// Seal a directory of receipts: SEAL.json with every file's SHA-256 and a Merkle root,
+    /// chained to the previous seal and optionally signed.
     Seal(seal::Args),
+    /// Write a new signing key for seals (Ed25519 pair, or an HMAC shared secret).
+    Keygen(keygen::Args),
     /// Replay receipts under two policies (measurements frozen) and print the decision diff.
     Replay(replay::Args),
     /// Print the RFC 8785 canonical form or its SHA-256 digest of a JSON document.
@@ -92,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Policy(cmd) => policy::run(cmd, &mut out),
         Command::Verify(args) => verify::run(args, &mut out),
         Command::Seal(args) => seal::run(args, &mut out),
+        Command::Keygen(args) => keygen::run(args, &mut out),
         Command::Replay(args) => replay::run(args, &mut out),
         Command::Digest(args) => digest::run(args, &mut out),
     };

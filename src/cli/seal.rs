@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use jev::{fsutil, seal};
+use jev::seal;
 
 use super::{Failure, Out, Outcome};
 
@@ -11,6 +11,9 @@ pub struct Args {
     /// The directory to seal. Every regular file in it (recursively, SEAL.json aside) is
     /// listed with its SHA-256; the seal also records the count and the Merkle root.
     dir: PathBuf,
+    /// Sign the seal with this key file (Ed25519 secret key or HMAC key; see `jev keygen`).
+    #[arg(long, value_name = "FILE")]
+    sign_key: Option<PathBuf>,
 }
 
 pub fn run(args: Args, out: &mut Out) -> Outcome {
@@ -20,17 +23,29 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
             args.dir.display()
         )));
     }
-    let sealed = seal::seal_dir(&args.dir).map_err(Failure::input)?;
-    let path = args.dir.join(seal::SEAL_FILE);
-    let text = serde_json::to_string_pretty(&sealed).unwrap_or_default() + "\n";
-    fsutil::write_atomic(&path, text.as_bytes())
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+    let key = match &args.sign_key {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::input(format!("--sign-key {}: {e}", path.display())))?;
+            Some(
+                jev::sign::Key::parse(&text)
+                    .map_err(|e| Failure::input(format!("--sign-key {}: {e}", path.display())))?,
+            )
+        }
+    };
+    let sealed = seal::reseal(&args.dir, key.as_ref()).map_err(Failure::input)?;
     out.line(&format!(
-        "sealed {} file{} in {}: root {} (unsigned)",
+        "sealed {} file{} in {}: seal {}, root {} ({})",
         sealed.count,
         if sealed.count == 1 { "" } else { "s" },
         args.dir.display(),
-        sealed.root
+        sealed.sequence,
+        sealed.root,
+        match &sealed.signature {
+            Some(sig) => format!("signed {} key {}", sig.algorithm, sig.key_id),
+            None => "unsigned".into(),
+        }
     ))?;
     Ok(jev::exit::OK)
 }

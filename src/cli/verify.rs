@@ -19,6 +19,13 @@ pub struct Args {
     policies: PolicyArgs,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// The key seals must be signed with (an Ed25519 public key file or the shared HMAC key
+    /// file). Without it nothing is authenticated.
+    #[arg(long, value_name = "FILE")]
+    trust_key: Option<PathBuf>,
+    /// Fail (exit 1) unless every receipt is covered by a seal signed with --trust-key.
+    #[arg(long)]
+    require_authenticated: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -28,16 +35,41 @@ enum Format {
     Junit,
 }
 
-/// Without signatures (a later feature) nothing is authenticated: a digest alone proves
-/// integrity against accidents, not against someone who can rewrite the digest too.
-const AUTHENTICITY: &str = "UNAUTHENTICATED";
+/// A digest alone proves integrity against accidents, not against someone who can rewrite
+/// the digest too: only a seal signature checked with a trusted key authenticates.
+const AUTHENTICATED: &str = "AUTHENTICATED";
+const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
 
 pub fn run(args: Args, out: &mut Out) -> Outcome {
     let found = receipts_in::expand(&args.paths).map_err(Failure::input)?;
     let policies = Policies::new(args.policies.dir());
+    let trust = match &args.trust_key {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::input(format!("--trust-key {}: {e}", path.display())))?;
+            Some(
+                jev::sign::Key::parse(&text)
+                    .map_err(|e| Failure::input(format!("--trust-key {}: {e}", path.display())))?,
+            )
+        }
+    };
     // Seals first: a sealed directory's file set is checked whatever its receipts say.
-    let seals: Vec<verify::SealReport> =
-        found.dirs.iter().map(|d| verify::verify_seal(d)).collect();
+    let seals: Vec<verify::SealReport> = found
+        .dirs
+        .iter()
+        .map(|d| verify::verify_seal(d, trust.as_ref()))
+        .collect();
+    // Authenticated only when every path is a directory whose seal the trusted key signed.
+    let authenticated = trust.is_some()
+        && !seals.is_empty()
+        && seals.len() == args.paths.len()
+        && seals.iter().all(|s| s.authenticated);
+    let authenticity = if authenticated {
+        AUTHENTICATED
+    } else {
+        UNAUTHENTICATED
+    };
     let mut seal_errors: Vec<String> = Vec::new();
     for s in &seals {
         for e in &s.errors {
@@ -92,7 +124,7 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
         Format::Json => {
             let rest = json!({
                 "summary": {"total": total, "ok": total - failed, "failed": failed},
-                "authenticity": AUTHENTICITY,
+                "authenticity": authenticity,
                 "seal": {"present": seal_present, "ok": seal_errors.is_empty(), "errors": seal_errors},
             });
             // Close the streamed array, then the remaining members of the same object.
@@ -125,9 +157,18 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
                 (true, false) => "seal FAILED",
             };
             out.line(&format!(
-                "{total} receipt{}: {} ok, {failed} failed; {seal}; {AUTHENTICITY} (no signature checked)",
+                "{total} receipt{}: {} ok, {failed} failed; {seal}; {authenticity}{}",
                 if total == 1 { "" } else { "s" },
-                total - failed
+                total - failed,
+                match (&trust, authenticated) {
+                    (_, true) => format!(
+                        " (signed by trusted key {})",
+                        trust.as_ref().map(|k| k.id()).unwrap_or_default()
+                    ),
+                    (None, false) => " (no signature checked: no --trust-key)".into(),
+                    (Some(_), false) =>
+                        " (no seal signed by the trusted key covers every receipt)".into(),
+                }
             ))?;
         }
     }
@@ -136,6 +177,10 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
             code: jev::exit::FOUND,
             message: "no receipts found: nothing was verified".into(),
         });
+    }
+    if ok && args.require_authenticated && !authenticated {
+        eprintln!("jev: --require-authenticated: the receipts are {UNAUTHENTICATED}");
+        return Ok(jev::exit::FOUND);
     }
     Ok(if ok { jev::exit::OK } else { jev::exit::FOUND })
 }

@@ -155,7 +155,7 @@ pub fn parse_value(ty: &InputType, raw: &Value) -> Result<TypedValue, String> {
             if values.iter().any(|v| v == s) {
                 Ok(TypedValue::Enum(s.to_owned()))
             } else {
-                Err(format!("{s:?} is not one of {}", list(values)))
+                Err(format!("{} is not one of {}", describe(raw), list(values)))
             }
         }
         InputType::Noul => {
@@ -198,7 +198,10 @@ fn failure(raw: &Value) -> Option<Result<TypedValue, String>> {
         MeasurementFailure::parse(code)
             .map(TypedValue::Failed)
             .ok_or_else(|| {
-                format!("{code:?} is not a measurement failure (UNAVAILABLE or INCOMPLETE_INPUT)")
+                format!(
+                    "{} is not a measurement failure (UNAVAILABLE or INCOMPLETE_INPUT)",
+                    describe(&Value::String(code.to_owned()))
+                )
             }),
     )
 }

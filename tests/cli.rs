@@ -2424,3 +2424,653 @@ fn keys_are_checked_and_never_overwritten() {
         assert_eq!(mode & 0o777, 0o600);
     }
 }
+
+/// The catalogue of bad inputs: for every file jev reads and for its arguments, hostile or
+/// broken input gives the documented exit code, a message naming the file and the place, no
+/// panic, a bounded message, and no partial output. Add a row to extend it.
+mod catalogue {
+    use super::*;
+
+    /// What one entry writes and runs. `{DIR}` in args is the entry's temporary directory.
+    struct Case {
+        name: &'static str,
+        file: &'static str,
+        content: Vec<u8>,
+        args: Vec<&'static str>,
+        code: u8,
+        /// Substrings stderr must contain (besides the file name, when `names_file`).
+        stderr: Vec<&'static str>,
+        names_file: bool,
+    }
+
+    fn case(
+        name: &'static str,
+        file: &'static str,
+        content: impl Into<Vec<u8>>,
+        args: &[&'static str],
+        code: u8,
+        stderr: &[&'static str],
+    ) -> Case {
+        Case {
+            name,
+            file,
+            content: content.into(),
+            args: args.to_vec(),
+            code,
+            stderr: stderr.to_vec(),
+            names_file: true,
+        }
+    }
+
+    const RECORD: &str = r#"{"record": {"containment": "PASS", "relation_fidelity": "PASS", "sensitivity": "PASS", "epistemic_adequacy": "ANSWERABLE", "provenance": "VERIFIED"}}"#;
+
+    fn deep(n: usize) -> String {
+        "[".repeat(n) + &"]".repeat(n)
+    }
+
+    fn huge_string() -> String {
+        format!(
+            r#"{{"record": {{"containment": "{}", "relation_fidelity": "PASS", "sensitivity": "PASS", "epistemic_adequacy": "ANSWERABLE", "provenance": "VERIFIED"}}}}"#,
+            "A".repeat(60_000_000)
+        )
+    }
+
+    fn cases() -> Vec<Case> {
+        let decide = ["decide", "--policy", "reliability@policy-v2", "{FILE}"];
+        let lint = ["policy", "lint", "{FILE}"];
+        let fixtures = ["calibrate", "--fixtures", "{FILE}"];
+        let verify = ["verify", "{FILE}"];
+        let digest = ["digest", "{FILE}"];
+        let mut v = vec![
+            // Records.
+            case(
+                "record: malformed JSON",
+                "r.jsonl",
+                "{\"record\": [1,}",
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:"],
+            ),
+            case(
+                "record: truncated",
+                "r.jsonl",
+                &RECORD[..40],
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "EOF"],
+            ),
+            case(
+                "record: duplicate key",
+                "r.jsonl",
+                RECORD.replace(
+                    "\"sensitivity\": \"PASS\"",
+                    "\"sensitivity\": \"PASS\", \"sensitivity\": \"FAIL\"",
+                ),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "record.sensitivity", "duplicate key"],
+            ),
+            case(
+                "record: 200,000 levels of nesting",
+                "r.jsonl",
+                deep(200_000),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "recursion limit"],
+            ),
+            case(
+                "record: a 60 MB string",
+                "r.jsonl",
+                huge_string(),
+                &decide,
+                exit::INPUT_ERROR,
+                &[
+                    ":1:",
+                    "record.containment",
+                    "a string of 60000000 characters is not one of",
+                ],
+            ),
+            case(
+                "record: non-UTF-8 bytes",
+                "r.jsonl",
+                b"{\"record\": \"\xff\xfe\"}".to_vec(),
+                &decide,
+                exit::INPUT_ERROR,
+                &["not UTF-8"],
+            ),
+            case(
+                "record: lone surrogate",
+                "r.jsonl",
+                RECORD.replace("\"PASS\"", "\"\\ud800\""),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "record.containment"],
+            ),
+            case(
+                "record: unsafe integer",
+                "r.jsonl",
+                RECORD.replace("}}", "}, \"history\": {\"step_index\": 9007199254740993}}"),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "history.step_index", "2^53"],
+            ),
+            case(
+                "record: NaN",
+                "r.jsonl",
+                RECORD.replace("}}", "}, \"history\": {\"step_index\": NaN}}"),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "history.step_index"],
+            ),
+            case(
+                "record: 1e400",
+                "r.jsonl",
+                RECORD.replace("}}", "}, \"history\": {\"step_index\": 1e400}}"),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "history.step_index", "out of range"],
+            ),
+            case(
+                "record: wrong type",
+                "r.jsonl",
+                RECORD.replace("\"PASS\"", "true"),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "record.containment", "expected one of"],
+            ),
+            case(
+                "record: unknown enum value",
+                "r.jsonl",
+                RECORD.replace("\"VERIFIED\"", "\"TRUSTED\""),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "record.provenance", "\"TRUSTED\" is not one of"],
+            ),
+            case(
+                "record: unknown top-level key",
+                "r.jsonl",
+                RECORD.replace("{\"record\"", "{\"extra\": {}, \"record\""),
+                &decide,
+                exit::INPUT_ERROR,
+                &[":1:", "extra: unknown top-level section"],
+            ),
+            // Policies.
+            case(
+                "policy: malformed JSON",
+                "p.json",
+                "{\"jev_policy\": 1,",
+                &lint,
+                exit::INPUT_ERROR,
+                &["line 1"],
+            ),
+            case(
+                "policy: duplicate key",
+                "p.json",
+                r#"{"jev_policy": 1, "jev_policy": 1}"#,
+                &lint,
+                exit::INPUT_ERROR,
+                &["jev_policy: duplicate key"],
+            ),
+            case(
+                "policy: 200,000 levels of nesting",
+                "p.json",
+                format!("{{\"rules\": {}}}", deep(200_000)),
+                &lint,
+                exit::INPUT_ERROR,
+                &["recursion limit"],
+            ),
+            case(
+                "policy: a 60 MB string",
+                "p.json",
+                format!(
+                    "{{\"jev_policy\": 1, \"name\": \"{}\"}}",
+                    "n".repeat(60_000_000)
+                ),
+                &lint,
+                exit::INPUT_ERROR,
+                &["missing field"],
+            ),
+            case(
+                "policy: non-UTF-8",
+                "p.json",
+                b"{\"name\": \"\xc3\x28\"}".to_vec(),
+                &lint,
+                exit::INPUT_ERROR,
+                &["UTF-8"],
+            ),
+            case(
+                "policy: unknown key",
+                "p.json",
+                r#"{"jev_policy": 1, "colour": "red"}"#,
+                &lint,
+                exit::INPUT_ERROR,
+                &["colour"],
+            ),
+            case(
+                "policy: wrong type",
+                "p.json",
+                r#"{"jev_policy": "one"}"#,
+                &lint,
+                exit::INPUT_ERROR,
+                &["jev_policy", "invalid type"],
+            ),
+            // Fixtures, native and upstream.
+            case(
+                "fixture: malformed line",
+                "f.jsonl",
+                "{\"id\": \"a\",",
+                &fixtures,
+                exit::INPUT_ERROR,
+                &[":1:"],
+            ),
+            case(
+                "fixture: duplicate key",
+                "f.jsonl",
+                r#"{"id": "a", "id": "b", "policy": "model-routing@v1", "expected": "fast"}"#,
+                &fixtures,
+                exit::INPUT_ERROR,
+                &[":1:", "duplicate key"],
+            ),
+            case(
+                "fixture: unknown key",
+                "f.jsonl",
+                r#"{"id": "a", "policy": "model-routing@v1", "expected": "fast", "colour": 1}"#,
+                &fixtures,
+                exit::INPUT_ERROR,
+                &[":1:", "colour"],
+            ),
+            case(
+                "fixture: unsafe integer",
+                "f.jsonl",
+                r#"{"id": "a", "policy": "model-routing@v1", "state": {"n": 9007199254740993}, "expected": "fast"}"#,
+                &fixtures,
+                exit::INPUT_ERROR,
+                &[":1:", "state.n", "2^53"],
+            ),
+            case(
+                "fixture: unknown policy",
+                "f.jsonl",
+                r#"{"id": "a", "policy": "nope@v1", "state": {}, "expected": "x"}"#,
+                &fixtures,
+                exit::INPUT_ERROR,
+                &[":1:", "no policy nope@v1"],
+            ),
+            case(
+                "fixture: upstream unknown kind",
+                "f.jsonl",
+                r#"{"id": "a", "kind": "poem", "expect": {"status": "x"}}"#,
+                &fixtures,
+                exit::INPUT_ERROR,
+                &[":1:", "kind"],
+            ),
+            case(
+                "fixture: upstream choice outside the labels",
+                "f.jsonl",
+                r#"{"id": "s", "kind": "skill", "task": "t", "candidates": [{"name": "pdf", "description": "d"}], "answers": {"skill": {"choice": "xlsx"}}, "expect": {"status": "none"}}"#,
+                &fixtures,
+                exit::INPUT_ERROR,
+                &[":1:", "\"xlsx\" is not one of"],
+            ),
+            case(
+                "fixture: non-UTF-8",
+                "f.jsonl",
+                b"\xff".to_vec(),
+                &fixtures,
+                exit::INPUT_ERROR,
+                &["not UTF-8"],
+            ),
+            // Receipts: a bad receipt is a verification failure (exit 1), named.
+            case(
+                "receipt: malformed",
+                "r.json",
+                "{\"jev_receipt\": 1",
+                &verify,
+                exit::FOUND,
+                &[],
+            ),
+            case(
+                "receipt: deep nesting",
+                "r.json",
+                deep(200_000),
+                &verify,
+                exit::FOUND,
+                &[],
+            ),
+            case(
+                "receipt: non-UTF-8",
+                "r.json",
+                b"\xfe\xff".to_vec(),
+                &verify,
+                exit::FOUND,
+                &[],
+            ),
+            case(
+                "receipt: a 60 MB string",
+                "r.json",
+                format!(
+                    "{{\"jev_receipt\": 1, \"id\": \"{}\"}}",
+                    "i".repeat(60_000_000)
+                ),
+                &verify,
+                exit::FOUND,
+                &[],
+            ),
+            // Any JSON document for digest.
+            case(
+                "digest: lone surrogate",
+                "d.json",
+                r#"{"s": "\udc00"}"#,
+                &digest,
+                exit::INPUT_ERROR,
+                &["s:"],
+            ),
+            case(
+                "digest: NaN",
+                "d.json",
+                "[NaN]",
+                &digest,
+                exit::INPUT_ERROR,
+                &["line 1"],
+            ),
+        ];
+        for c in v.iter_mut() {
+            if c.args.iter().any(|a| *a == "verify") {
+                // verify names failures on stdout; stderr only summarises.
+                c.names_file = false;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn every_bad_input_gets_its_exit_code_and_a_named_bounded_message() {
+        for c in cases() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(c.file);
+            std::fs::write(&path, &c.content).unwrap();
+            let p = path.to_str().unwrap().to_owned();
+            let args: Vec<String> = c.args.iter().map(|a| a.replace("{FILE}", &p)).collect();
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let run = jev(&refs).run();
+            assert_eq!(
+                run.code,
+                c.code,
+                "{}: stderr {}",
+                c.name,
+                &run.stderr[..run.stderr.len().min(500)]
+            );
+            assert!(
+                !run.stderr.contains("panicked"),
+                "{}: {}",
+                c.name,
+                run.stderr
+            );
+            assert!(
+                run.stderr.len() < 10_000,
+                "{}: stderr is {} bytes",
+                c.name,
+                run.stderr.len()
+            );
+            if c.names_file {
+                assert!(
+                    run.stderr.contains(c.file),
+                    "{}: the message names the file: {}",
+                    c.name,
+                    run.stderr
+                );
+            } else {
+                assert!(
+                    run.stdout.contains(c.file),
+                    "{}: the report names the file: {}",
+                    c.name,
+                    &run.stdout[..run.stdout.len().min(500)]
+                );
+            }
+            for needle in &c.stderr {
+                assert!(
+                    run.stderr.contains(needle),
+                    "{}: want {needle:?} in {}",
+                    c.name,
+                    &run.stderr[..run.stderr.len().min(2000)]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn paths_that_are_missing_empty_looping_or_not_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let missing = format!("{d}/missing.jsonl");
+        for args in [
+            vec![
+                "decide",
+                "--policy",
+                "reliability@policy-v2",
+                missing.as_str(),
+            ],
+            vec!["calibrate", "--fixtures", missing.as_str()],
+            vec!["verify", missing.as_str()],
+            vec![
+                "replay",
+                "--diff",
+                "--from",
+                "recorded",
+                "--to",
+                "reliability@policy-v2",
+                missing.as_str(),
+            ],
+            vec!["policy", "lint", missing.as_str()],
+            vec!["seal", missing.as_str()],
+            vec!["decide", "--policy", "reliability@policy-v2", d], // a directory, not a file
+        ] {
+            let run = jev(&args).expect(exit::INPUT_ERROR);
+            assert!(run.stderr.contains(d), "{args:?}: {}", run.stderr);
+        }
+        // Empty directories: no fixtures is a usage error, no receipts a verification failure.
+        let run = jev(&["calibrate", "--fixtures", d]).expect(exit::INPUT_ERROR);
+        assert!(run.stderr.contains("no fixtures found"), "{}", run.stderr);
+        jev(&["verify", d]).expect(exit::FOUND);
+        // A symlink loop among fixtures stops with a message, not a hang or a stack overflow.
+        #[cfg(unix)]
+        {
+            let fx = dir.path().join("fx");
+            std::fs::create_dir(&fx).unwrap();
+            std::os::unix::fs::symlink(&fx, fx.join("loop")).unwrap();
+            let run =
+                jev(&["calibrate", "--fixtures", fx.to_str().unwrap()]).expect(exit::INPUT_ERROR);
+            assert!(run.stderr.contains("symlink loop"), "{}", run.stderr);
+            // A sealed directory never follows links.
+            let sealed = dir.path().join("sealed");
+            copy_dir(&Path::new(ROOT).join("receipts/chapter12"), &sealed);
+            std::os::unix::fs::symlink(&sealed, sealed.join("loop")).unwrap();
+            let run = jev(&["seal", sealed.to_str().unwrap()]).expect(exit::INPUT_ERROR);
+            assert!(run.stderr.contains("symbolic link"), "{}", run.stderr);
+        }
+    }
+
+    #[test]
+    fn broken_caches_seals_and_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        // A cache path that is a directory: a clear error, nothing measured.
+        let fx = dir.path().join("fx");
+        judge_fixtures(&fx, 1);
+        let log = dir.path().join("judge.log");
+        let cmd = judge_cmd(&log);
+        let run = jev(&[
+            "measure",
+            "--fixtures",
+            fx.to_str().unwrap(),
+            "--backend",
+            "exec",
+            "--exec",
+            &cmd,
+            "--cache",
+            dir.path().to_str().unwrap(),
+        ])
+        .expect(exit::INPUT_ERROR);
+        assert!(
+            run.stderr.contains(dir.path().to_str().unwrap()),
+            "{}",
+            run.stderr
+        );
+        // Garbage lines in a cache are skipped with a warning naming the line.
+        let cache = dir.path().join("cache.jsonl");
+        std::fs::write(&cache, "garbage\n{\"key\": 1}\n").unwrap();
+        let run = jev(&[
+            "measure",
+            "--fixtures",
+            fx.to_str().unwrap(),
+            "--backend",
+            "exec",
+            "--exec",
+            &cmd,
+            "--cache",
+            cache.to_str().unwrap(),
+        ])
+        .run();
+        assert_eq!(run.code, exit::OK, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("cache.jsonl:1: ignoring an unreadable line"),
+            "{}",
+            run.stderr
+        );
+        // Malformed seals and seal histories fail verification, named.
+        for (file, text) in [
+            ("SEAL.json", "{\"jev_seal\": 1,"),
+            ("SEAL.history.jsonl", "not json\n"),
+        ] {
+            let sealed = dir.path().join(format!("sealed-{file}"));
+            copy_dir(&Path::new(ROOT).join("receipts/chapter12"), &sealed);
+            std::fs::write(sealed.join(file), text).unwrap();
+            let report = verify_json(&[sealed.to_str().unwrap()], exit::FOUND);
+            assert!(
+                report.seal.errors.iter().any(|e| e.contains(file)),
+                "{file}: {:?}",
+                report.seal.errors
+            );
+        }
+        // Arguments.
+        for args in [
+            vec!["measure", "--jobs", "0"],
+            vec!["calibrate", "--max-grid", "-1"],
+            vec!["calibrate", "--grid", "restriction"],
+            vec!["decide"],
+            vec![
+                "replay",
+                "--from",
+                "recorded",
+                "--to",
+                "reliability@policy-v2",
+                "receipts/chapter12",
+            ],
+            vec!["verify"],
+            vec!["--no-such-flag"],
+        ] {
+            let run = jev(&args).expect(exit::INPUT_ERROR);
+            assert!(!run.stderr.is_empty(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_record_midway_leaves_whole_receipts_and_no_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("receipts");
+        let good = |id: &str| RECORD.replacen('{', &format!("{{\"id\": \"{id}\", "), 1);
+        let input = format!("{}\n{}\n{{broken\n{}\n", good("a"), good("b"), good("c"));
+        jev(&[
+            "decide",
+            "--policy",
+            "reliability@policy-v2",
+            "--receipts",
+            out.to_str().unwrap(),
+        ])
+        .stdin(input)
+        .expect(exit::INPUT_ERROR);
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a.json", "b.json"],
+            "the receipts before the bad line, whole; no temporary files"
+        );
+        jev(&["verify", out.to_str().unwrap()]).expect(exit::OK);
+    }
+}
+
+#[test]
+fn secrets_never_reach_the_judge_and_oversized_arguments_are_not_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    std::fs::create_dir_all(&fx).unwrap();
+    let secret_state = serde_json::json!({"task": "call the API", "tool": "http_get",
+        "arguments": {"url": "https://api.example/v1", "headers": {"Authorization": "Bearer SECRET-1"},
+                      "body": {"nested": [{"db_password": "SECRET-2", "note": "fine"}], "Api_Key": "SECRET-3"}},
+        "restrictions": [], "session_cookie": "SECRET-4", "credentials": {"user": "u", "pass": "SECRET-5"}});
+    let big = serde_json::json!({"task": "write", "tool": "write_file", "arguments": {"content": "x".repeat(20_000)}, "restrictions": []});
+    let lines = [
+        serde_json::json!({"id": "secrets", "policy": "tool-call-assessment@v1", "state": secret_state, "expected": "allow"}),
+        serde_json::json!({"id": "oversized", "policy": "tool-call-assessment@v1", "state": big, "expected": "allow"}),
+    ];
+    std::fs::write(
+        fx.join("f.jsonl"),
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let log = dir.path().join("judge.log");
+    let cmd = judge_cmd(&log);
+    let cache = dir.path().join("cache.jsonl");
+    let run = jev(&[
+        "measure",
+        "--fixtures",
+        fx.to_str().unwrap(),
+        "--backend",
+        "exec",
+        "--exec",
+        &cmd,
+        "--cache",
+        cache.to_str().unwrap(),
+    ])
+    .expect(exit::FOUND);
+    assert!(
+        run.stdout
+            .contains("FAIL oversized matches_task: INCOMPLETE_INPUT"),
+        "{}",
+        run.stdout
+    );
+    let seen = std::fs::read_to_string(&log).unwrap();
+    for i in 1..=5 {
+        assert!(
+            !seen.contains(&format!("SECRET-{i}")),
+            "SECRET-{i} reached the judge: {seen}"
+        );
+    }
+    assert!(
+        seen.contains("[redacted]") && seen.contains("\"note\": \"fine\""),
+        "{seen}"
+    );
+    assert_eq!(
+        judge_log(&log).len(),
+        1,
+        "the oversized state was never sent"
+    );
+    assert!(
+        !std::fs::read_to_string(&cache).unwrap().contains("SECRET"),
+        "nor cached"
+    );
+    // The policy turns an incomplete input into its failure outcome: ask, never allow.
+    let rec = r#"{"answers": {"matches_task": "INCOMPLETE_INPUT", "missing_information": 0.1, "violates_restriction": 0.1}}"#;
+    let run = jev(&["decide", "--policy", "tool-call-assessment@v1"])
+        .stdin(rec)
+        .expect(exit::OK);
+    assert!(
+        run.stdout.contains("\"action\":\"ask\"")
+            && run.stdout.contains("assessment.measurement-failed"),
+        "{}",
+        run.stdout
+    );
+}

@@ -105,15 +105,29 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(f) if f.code == output::BROKEN_PIPE => ExitCode::from(exit::OK),
         Err(f) => {
-            eprintln!("jev: {}", f.message);
+            eprintln!("jev: {}", bounded(&f.message));
             ExitCode::from(f.code)
         }
     }
 }
 
+/// Error messages quote what was wrong; a hostile input can make that enormous (a 60 MB
+/// string where an enum value belongs). Keep the start, say how much was left out.
+fn bounded(message: &str) -> String {
+    const MAX: usize = 4096;
+    if message.len() <= MAX {
+        return message.to_owned();
+    }
+    let mut cut = MAX;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} more bytes)", &message[..cut], message.len() - cut)
+}
+
 /// Prints warnings the domain handed back (stderr, never stdout).
 pub fn warn(warnings: &[String]) {
     for w in warnings {
-        eprintln!("jev: warning: {w}");
+        eprintln!("jev: warning: {}", bounded(w));
     }
 }

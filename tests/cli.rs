@@ -2774,7 +2774,7 @@ mod catalogue {
             ),
         ];
         for c in v.iter_mut() {
-            if c.args.iter().any(|a| *a == "verify") {
+            if c.args.contains(&"verify") {
                 // verify names failures on stdout; stderr only summarises.
                 c.names_file = false;
             }

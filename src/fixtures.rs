@@ -97,10 +97,10 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Fixture>, FixtureError> {
                     continue;
                 }
                 let place = format!("{name}:{}", i + 1);
-                out.push(parse_one(&place, line)?);
+                out.push(parse_text(&place, line)?);
             }
         } else {
-            out.push(parse_one(&name, &text)?);
+            out.push(parse_text(&name, &text)?);
         }
     }
     for (i, f) in out.iter().enumerate() {
@@ -137,7 +137,8 @@ fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Fixtu
     Ok(())
 }
 
-fn parse_one(place: &str, text: &str) -> Result<Fixture, FixtureError> {
+/// Parses one fixture (a `*.json` file or one line of a `*.jsonl` file), native or upstream.
+pub fn parse_text(place: &str, text: &str) -> Result<Fixture, FixtureError> {
     let v = canonical::parse_strict(text).map_err(|e| err(place, e.to_string()))?;
     if v.get("kind").is_some() && v.get("policy").is_none() {
         return upstream(place, &v);
@@ -520,7 +521,7 @@ mod tests {
     #[test]
     fn upstream_selection_skips_restricted_tools_and_sanitizes_ids() {
         let line = r#"{"id":"s1","lang":"en","kind":"selection","task":"t","candidates":[{"id":"b","categories":["host-events"]},{"id":"a","categories":["host-events"]},{"id":"x","categories":["danger"],"restricted":true}],"categories":[{"id":"host-events","description":"Host events"}],"answers":{"rel_host_events":{"noul":0.9}},"expect":{"status":"selected","selected":["a"]}}"#;
-        let f = parse_one("f:1", line).unwrap();
+        let f = parse_text("f:1", line).unwrap();
         assert_eq!(f.policy, "tool-selection@v1");
         assert_eq!(f.units.keys().collect::<Vec<_>>(), ["host_events"]);
         let rec = f.recorded.unwrap();
@@ -541,7 +542,7 @@ mod tests {
     #[test]
     fn upstream_omit_is_a_failure_and_missing_noul_is_half() {
         let line = r#"{"id":"a1","kind":"assessment","task":"t","toolId":"x","arguments":{},"restrictions":[],"answers":{"matches_task":{"omit":true}},"expect":{"status":"ask"}}"#;
-        let f = parse_one("f:1", line).unwrap();
+        let f = parse_text("f:1", line).unwrap();
         let rec = f.recorded.unwrap();
         assert_eq!(rec["matches_task"], json!("UNAVAILABLE"));
         assert_eq!(rec["violates_restriction"], json!(0.5));

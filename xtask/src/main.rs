@@ -10,6 +10,9 @@
 //!   fixtures with recorded answers).
 //! - `bench [--quick]`: the performance bars of DESIGN §13, measured with the release binary
 //!   and printed as medians, ranges and ratios (see BENCHMARKS.md).
+//! - `fuzz [SECONDS] [TARGET...]`: runs the cargo-fuzz targets under `fuzz/` for a bounded time
+//!   each (default 600 s, every target) and reports executions; not part of CI. Needs
+//!   `cargo install cargo-fuzz`; the stable toolchain is used with RUSTC_BOOTSTRAP=1.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -25,8 +28,9 @@ fn main() -> ExitCode {
         Some("receipts") => receipts(),
         Some("gen") => gen_cmd(&args[1..]),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
+        Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask ci | receipts | gen receipts|fixtures N FILE | bench [--quick]"
+            "usage: cargo xtask ci | receipts | gen receipts|fixtures N FILE | bench [--quick] | fuzz [SECONDS] [TARGET...]"
                 .to_string(),
         ),
     };
@@ -532,4 +536,48 @@ fn cpu_model() -> String {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
         })
         .unwrap_or_else(|| "unknown CPU".into())
+}
+
+const FUZZ_TARGETS: [&str; 5] = ["strict_json", "canonical", "policy_load", "fixtures_load", "receipt_verify"];
+
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let seconds: u64 = match args.first() {
+        Some(s) if s.chars().all(|c| c.is_ascii_digit()) => s.parse().map_err(|_| "SECONDS")?,
+        _ => 600,
+    };
+    let named: Vec<&str> = args.iter().map(String::as_str).filter(|a| !a.chars().all(|c| c.is_ascii_digit())).collect();
+    let targets: Vec<&str> = if named.is_empty() { FUZZ_TARGETS.to_vec() } else { named };
+    let root = root();
+    let fuzz_dir = root.join("fuzz");
+    let mut summary = Vec::new();
+    for t in targets {
+        if !FUZZ_TARGETS.contains(&t) {
+            return Err(format!("unknown fuzz target {t:?} (have: {})", FUZZ_TARGETS.join(", ")));
+        }
+        let corpus = root.join("target/fuzz-corpus").join(t);
+        std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
+        let seeds = fuzz_dir.join("seeds").join(t);
+        eprintln!("xtask: fuzzing {t} for {seconds} s");
+        let out = Command::new(cargo())
+            .args(["fuzz", "run", t])
+            .arg(&corpus)
+            .arg(&seeds)
+            .args(["--", &format!("-max_total_time={seconds}"), "-max_len=65536", "-timeout=10", "-rss_limit_mb=2048"])
+            .env("RUSTC_BOOTSTRAP", "1")
+            .current_dir(&fuzz_dir)
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("cargo fuzz: {e} (install it with `cargo install cargo-fuzz`)"))?;
+        let log = String::from_utf8_lossy(&out.stderr);
+        let done = log.lines().rev().find(|l| l.starts_with("Done ")).unwrap_or("no 'Done' line").to_owned();
+        if !out.status.success() {
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            return Err(format!("{t}: the fuzzer stopped ({}):\n{}", out.status, tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+        }
+        summary.push(format!("{t}: {done}"));
+    }
+    for line in summary {
+        println!("{line}");
+    }
+    Ok(())
 }

@@ -1,0 +1,9 @@
+//! The fixture loader (native and upstream formats) on arbitrary text.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = jev::fixtures::parse_text("fuzz.jsonl:1", text);
+    }
+});

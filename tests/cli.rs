@@ -3074,3 +3074,435 @@ fn secrets_never_reach_the_judge_and_oversized_arguments_are_not_sent() {
         run.stdout
     );
 }
+
+/// The System One HTTP backend, against the `jevcompat` reference mock (PyPI, 0.1.1) and
+/// against small scripted servers for the transport faults the mock does not offer.
+mod judge_api {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+    use std::time::Duration;
+
+    /// `target/venv/bin/jevcompat`, installed on first use. Python is required: without it
+    /// these tests fail, they never pass silently.
+    fn jevcompat() -> &'static Path {
+        static BIN: OnceLock<PathBuf> = OnceLock::new();
+        BIN.get_or_init(|| {
+            let venv = Path::new(ROOT).join("target/venv");
+            let bin = venv.join("bin/jevcompat");
+            if !bin.exists() {
+                let ok = Command::new("python3")
+                    .args(["-m", "venv"])
+                    .arg(&venv)
+                    .status()
+                    .expect("python3 is needed for the System One tests");
+                assert!(ok.success(), "python3 -m venv failed");
+                let ok = Command::new(venv.join("bin/pip"))
+                    .args(["install", "--quiet", "jevcompat==0.1.1"])
+                    .status()
+                    .expect("pip");
+                assert!(ok.success(), "pip install jevcompat==0.1.1 failed");
+            }
+            bin
+        })
+    }
+
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    /// A running `jevcompat mock`, stopped when dropped.
+    struct Mock {
+        child: std::process::Child,
+        url: String,
+    }
+
+    impl Mock {
+        fn start(faults: &[&str]) -> Mock {
+            let port = free_port();
+            let mut cmd = Command::new(jevcompat());
+            cmd.args(["mock", "--host", "127.0.0.1", "--port", &port.to_string()]);
+            for f in faults {
+                cmd.args(["--fault", f]);
+            }
+            let child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start jevcompat mock");
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "jevcompat mock did not start"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Mock {
+                child,
+                url: format!("http://127.0.0.1:{port}"),
+            }
+        }
+    }
+
+    impl Drop for Mock {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn measure(url: &str, fixtures: &Path, cache: &Path, extra: &[&str]) -> Run {
+        let mut args = vec![
+            "measure",
+            "--backend",
+            "jev",
+            "--base-url",
+            url,
+            "--fixtures",
+            fixtures.to_str().unwrap(),
+            "--cache",
+            cache.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        jev(&args).run()
+    }
+
+    #[test]
+    fn the_bundled_fixtures_measure_against_the_mock_once() {
+        let mock = Mock::start(&[]);
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache.jsonl");
+        let fixtures = Path::new(ROOT).join("fixtures");
+        let run = measure(&mock.url, &fixtures, &cache, &[]);
+        // The one bundled fixture whose arguments exceed the bound is never sent (exit 1).
+        assert_eq!(run.code, exit::FOUND, "{}", run.stderr);
+        let fails: Vec<&str> = run.stdout.lines().filter(|l| l.contains("FAIL")).collect();
+        assert!(
+            fails
+                .iter()
+                .all(|l| l.contains("asm-en-oversized-args") && l.contains("INCOMPLETE_INPUT")),
+            "{fails:?}"
+        );
+        for family in [
+            "model-routing@v1",
+            "proposal-review@v1",
+            "skill-routing@v1",
+            "tool-selection@v1",
+        ] {
+            let line = run.stdout.lines().find(|l| l.starts_with(family)).unwrap();
+            assert!(line.contains(" 0 failed"), "{line}");
+        }
+        // Every answer is cached with the resolved model and the server's request id.
+        let first: serde_json::Value = serde_json::from_str(
+            std::fs::read_to_string(&cache)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(first["model_requested"], "jev-latest");
+        assert_eq!(first["model"], "jevcompat-mock-0.1");
+        assert_eq!(first["request_id"], "req_mock");
+        let again = measure(&mock.url, &fixtures, &cache, &[]);
+        assert!(
+            again
+                .stdout
+                .lines()
+                .filter(|l| !l.starts_with(' '))
+                .all(|l| l.contains(" 0 measured in 0 backend calls")),
+            "{}",
+            again.stdout
+        );
+        // The measurements feed calibrate like recorded ones, without a call.
+        let run = jev(&[
+            "calibrate",
+            "--backend",
+            "jev",
+            "--base-url",
+            &mock.url,
+            "--cache",
+            cache.to_str().unwrap(),
+            "--family",
+            "model-routing@v1",
+            "--format",
+            "json",
+        ])
+        .expect(exit::OK);
+        let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(report["families"][0]["measurement"]["calls"], 0);
+        assert_eq!(report["families"][0]["measurement"]["synthetic"], false);
+    }
+
+    #[test]
+    fn every_response_fault_is_a_named_failure_and_good_answers_are_kept() {
+        let faults = [
+            ("noul-range", "is outside [0, 1]"),
+            ("choice-sum", "probabilities sum to 1.2"),
+            ("xssi-200", "malformed body (not JSON)"),
+            ("boolean-type", "expected type \"noul\", found \"boolean\""),
+            ("extra-answer", "a question nobody asked"),
+            ("first-question-only", "the judge gave no answer to"),
+            ("nan", "malformed body (not JSON)"),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = dir.path().join("fx");
+        std::fs::create_dir_all(&fixtures).unwrap();
+        // Assessment (three nouls) and model routing (one choice): every fault hits one of them.
+        for f in ["tool-call-assessment", "model-routing"] {
+            let src = if f == "model-routing" {
+                "model-routing/model-routing.v1.jsonl"
+            } else {
+                "assessment/asm-en-grep.json"
+            };
+            std::fs::copy(
+                Path::new(ROOT).join("fixtures").join(src),
+                fixtures.join(Path::new(src).file_name().unwrap()),
+            )
+            .unwrap();
+        }
+        for (fault, message) in faults {
+            let mock = Mock::start(&[fault]);
+            let cache = dir.path().join(format!("{fault}.jsonl"));
+            let run = measure(&mock.url, &fixtures, &cache, &[]);
+            assert_eq!(run.code, exit::FOUND, "{fault}: {}", run.stdout);
+            assert!(
+                run.stdout.contains(message),
+                "{fault}: want {message:?} in {}",
+                run.stdout
+            );
+            // Whatever was answered correctly stays cached; nothing invalid is.
+            let cached: Vec<serde_json::Value> = std::fs::read_to_string(&cache)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            for entry in &cached {
+                let a = &entry["answer"];
+                if a["type"] == "noul" {
+                    let p = a["noul"].as_f64().unwrap();
+                    assert!(
+                        (0.0..=1.0).contains(&p),
+                        "{fault}: cached an invalid answer {a}"
+                    );
+                }
+            }
+            if [
+                "noul-range",
+                "boolean-type",
+                "first-question-only",
+                "extra-answer",
+            ]
+            .contains(&fault)
+            {
+                assert!(!cached.is_empty(), "{fault}: the good answers are kept");
+            }
+        }
+    }
+
+    /// A scripted HTTP server: answers request N with `script(N)`; `None` drops the connection.
+    fn scripted(
+        script: impl Fn(usize) -> Option<(u16, Vec<(&'static str, String)>, Duration)>
+        + Send
+        + Sync
+        + 'static,
+    ) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&count);
+        let script = Arc::new(script);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { break };
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                let script = Arc::clone(&script);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream);
+                    let mut len = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let Some((status, headers, delay)) = script(n) else {
+                        return;
+                    };
+                    std::thread::sleep(delay);
+                    let payload = if status == 200 {
+                        let req: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                        let answers: serde_json::Map<String, serde_json::Value> = req["questions"]
+                            .as_object()
+                            .unwrap()
+                            .keys()
+                            .map(|k| (k.clone(), serde_json::json!({"type": "noul", "noul": 0.7})))
+                            .collect();
+                        serde_json::json!({"model": "scripted-1", "answers": answers, "usage": {"input_tokens": 1, "output_tokens": 1}}).to_string()
+                    } else {
+                        serde_json::json!({"detail": {"error_type": "scripted", "message": format!("scripted status {status}")}}).to_string()
+                    };
+                    let mut head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                        payload.len()
+                    );
+                    for (k, v) in headers {
+                        head.push_str(&format!("{k}: {v}\r\n"));
+                    }
+                    head.push_str("\r\n");
+                    let mut stream = reader.into_inner();
+                    let _ = stream.write_all(head.as_bytes());
+                    let _ = stream.write_all(payload.as_bytes());
+                });
+            }
+        });
+        (url, count)
+    }
+
+    fn one_fixture(dir: &Path) -> PathBuf {
+        let fx = dir.join("fx");
+        judge_fixtures(&fx, 1);
+        fx
+    }
+
+    #[test]
+    fn retries_honour_retry_after_and_recover_from_5xx() {
+        for (first, header) in [
+            (429u16, Some(("retry-after-ms", "50".to_string()))),
+            (429, Some(("retry-after", "0".into()))),
+            (503, None),
+            (502, None),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let (url, count) = scripted(move |n| {
+                let headers = header.clone().into_iter().collect();
+                Some(if n == 0 {
+                    (first, headers, Duration::ZERO)
+                } else {
+                    (200, vec![], Duration::ZERO)
+                })
+            });
+            let run = measure(
+                &url,
+                &one_fixture(dir.path()),
+                &dir.path().join("c.jsonl"),
+                &["--retry-budget", "20"],
+            );
+            assert_eq!(run.code, exit::OK, "{first}: {}", run.stdout);
+            assert!(
+                run.stdout
+                    .contains("3 measured in 1 backend call, 0 failed"),
+                "{first}: {}",
+                run.stdout
+            );
+            assert_eq!(
+                count.load(Ordering::SeqCst),
+                2,
+                "{first}: one failure, one retry"
+            );
+        }
+    }
+
+    #[test]
+    fn timeouts_and_dropped_connections_fail_within_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let (slow, _) = scripted(|_| Some((200, vec![], Duration::from_secs(5))));
+        let started = std::time::Instant::now();
+        let run = measure(
+            &slow,
+            &one_fixture(dir.path()),
+            &dir.path().join("a.jsonl"),
+            &["--timeout", "0.3", "--retry-budget", "1"],
+        );
+        assert_eq!(run.code, exit::FOUND, "{}", run.stdout);
+        assert!(run.stdout.contains("retry budget"), "{}", run.stdout);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "bounded by the budget, not the slow server"
+        );
+        let (dropping, count) = scripted(|_| None);
+        let run = measure(
+            &dropping,
+            &one_fixture(dir.path()),
+            &dir.path().join("b.jsonl"),
+            &["--retry-budget", "1"],
+        );
+        assert_eq!(run.code, exit::FOUND, "{}", run.stdout);
+        assert!(run.stdout.contains("transport"), "{}", run.stdout);
+        assert!(
+            count.load(Ordering::SeqCst) >= 2,
+            "connection errors are retried"
+        );
+        assert!(!dir.path().join("b.jsonl").exists(), "no failure is cached");
+    }
+
+    #[test]
+    fn refused_credentials_stop_the_run_and_other_client_errors_report_the_detail() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, count) = scripted(|_| Some((401, vec![], Duration::ZERO)));
+        let fx = dir.path().join("fx");
+        judge_fixtures(&fx, 6);
+        let run = Command::new(assert_cmd::cargo::cargo_bin!("jev"))
+            .args([
+                "measure",
+                "--backend",
+                "jev",
+                "--base-url",
+                &url,
+                "--fixtures",
+                fx.to_str().unwrap(),
+                "--jobs",
+                "1",
+                "--cache",
+                dir.path().join("c.jsonl").to_str().unwrap(),
+            ])
+            .env("TYPESAFE_API_KEY", "sk-test-NEVER-PRINTED")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(
+            run.status.code(),
+            Some(i32::from(exit::INPUT_ERROR)),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("refused the credentials (HTTP 401"),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("NEVER-PRINTED")
+                && !String::from_utf8_lossy(&run.stdout).contains("NEVER-PRINTED")
+        );
+        assert!(count.load(Ordering::SeqCst) < 6, "the run stops at once");
+        let (url, _) = scripted(|_| Some((422, vec![], Duration::ZERO)));
+        let run = measure(
+            &url,
+            &one_fixture(dir.path()),
+            &dir.path().join("d.jsonl"),
+            &[],
+        );
+        assert_eq!(run.code, exit::FOUND);
+        assert!(
+            run.stdout.contains("HTTP 422: scripted status 422"),
+            "{}",
+            run.stdout
+        );
+    }
+}

@@ -28,6 +28,20 @@ pub struct MeasureArgs {
     /// The judge command for `--backend exec`, split like a shell would (no shell is run).
     #[arg(long, value_name = "'CMD ARGS'")]
     pub exec: Option<String>,
+    /// The System One API root for `--backend jev`; the key comes from TYPESAFE_API_KEY.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "TYPESAFE_BASE_URL",
+        default_value = "https://api.typesafe.ai"
+    )]
+    pub base_url: String,
+    /// Seconds one HTTP attempt may take (`--backend jev`).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Seconds all attempts of one request may take, backoff included (`--backend jev`).
+    #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+    pub retry_budget: f64,
     /// Judge processes working at once (exec backend).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: u16,
@@ -54,6 +68,8 @@ pub struct MeasureArgs {
 pub enum BackendKind {
     Recorded,
     Exec,
+    /// TypeSafe's System One HTTP API (`POST {base}/v1/systemone`).
+    Jev,
 }
 
 /// One policy family: its fixtures and, after measuring, their results.
@@ -69,7 +85,36 @@ impl MeasureArgs {
     pub fn backend(&self) -> Result<Backend, Failure> {
         match (self.backend, &self.exec) {
             (BackendKind::Recorded, None) => Ok(Backend::Recorded),
-            (BackendKind::Recorded, Some(_)) => Err(Failure::input("--exec needs --backend exec")),
+            (BackendKind::Recorded | BackendKind::Jev, Some(_)) => {
+                Err(Failure::input("--exec needs --backend exec"))
+            }
+            (BackendKind::Jev, None) => {
+                let secs = |name: &str, v: f64| {
+                    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+                        Ok(std::time::Duration::from_secs_f64(v))
+                    } else {
+                        Err(Failure::input(format!(
+                            "--{name} {v}: expected seconds in (0, 86400]"
+                        )))
+                    }
+                };
+                if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://"))
+                {
+                    return Err(Failure::input(format!(
+                        "--base-url {:?}: expected an http:// or https:// URL",
+                        self.base_url
+                    )));
+                }
+                Ok(Backend::Jev(measure::http::HttpConfig {
+                    base: self.base_url.clone(),
+                    key: std::env::var("TYPESAFE_API_KEY")
+                        .ok()
+                        .filter(|k| !k.is_empty()),
+                    jobs: usize::from(self.jobs),
+                    timeout: secs("timeout", self.timeout)?,
+                    budget: secs("retry-budget", self.retry_budget)?,
+                }))
+            }
             (BackendKind::Exec, None) => {
                 Err(Failure::input("--backend exec needs --exec 'CMD ARGS'"))
             }
@@ -179,7 +224,7 @@ impl MeasureArgs {
             };
             let (measured, stats) =
                 measure::run(&fam.jobs, &backend, &mut cache, &opts, &now, &mut progress)
-                    .map_err(|e| Failure::input(format!("writing the cache: {e}")))?;
+                    .map_err(Failure::input)?;
             if let Some(b) = bar {
                 b.finish_and_clear();
             }
@@ -224,6 +269,10 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
             s.failed,
             args.measure.backend().map(|b| b.name()).unwrap_or("?"),
         ))?;
+        for p in &s.problems {
+            failed_any = true;
+            out.line(&format!("  FAIL {p}"))?;
+        }
         for (f, results) in fam.fixtures.iter().zip(&fam.measured) {
             for (q, m) in fam
                 .jobs

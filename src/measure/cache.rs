@@ -28,6 +28,9 @@ pub struct Entry {
     pub backend: String,
     pub latency_ms: u64,
     pub time: String,
+    /// The server's request id, for backends that send one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// The cache key of one question on one state.

@@ -151,6 +151,8 @@ pub fn serve(argv: &[String], jobs: usize, requests: Vec<Request>, tx: Sender<Re
                         job: req.job,
                         result,
                         latency_ms: elapsed_ms(started),
+                        request_id: None,
+                        fatal: false,
                     };
                     if tx.send(reply).is_err() {
                         break;

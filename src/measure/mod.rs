@@ -7,6 +7,7 @@
 pub mod bounds;
 pub mod cache;
 pub mod exec;
+pub mod http;
 
 use std::sync::mpsc;
 use std::time::Instant;
@@ -24,6 +25,8 @@ pub enum Backend {
     Recorded,
     /// A judge command speaking JSON Lines on stdin/stdout, `jobs` worker processes.
     Exec { argv: Vec<String>, jobs: usize },
+    /// The System One HTTP API.
+    Jev(http::HttpConfig),
 }
 
 impl Backend {
@@ -31,6 +34,7 @@ impl Backend {
         match self {
             Backend::Recorded => "recorded",
             Backend::Exec { .. } => "exec",
+            Backend::Jev(_) => "jev",
         }
     }
 }
@@ -87,6 +91,9 @@ pub struct Stats {
     pub measured: usize,
     /// Questions that failed.
     pub failed: usize,
+    /// Replies that broke the protocol without failing a question (an answer to a question
+    /// nobody asked): reported, and the answer ignored.
+    pub problems: Vec<String>,
 }
 
 /// A request to a judge: the missing questions of one state.
@@ -106,6 +113,20 @@ pub struct Reply {
     /// `Ok((resolved model, answers))` or the error the judge or transport gave.
     pub result: Result<(String, Map<String, Value>), String>,
     pub latency_ms: u64,
+    /// The server's request id (`x-typesafe-request-id`), when it sent one.
+    pub request_id: Option<String>,
+    /// The error stops the whole run (refused credentials).
+    pub fatal: bool,
+}
+
+/// Why measuring stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error("writing the cache: {0}")]
+    Cache(#[from] cache::CacheError),
+    /// The backend refused to work at all (401/403); answers already received are cached.
+    #[error("{0}")]
+    Fatal(String),
 }
 
 /// Measures every job. `progress(done, total)` is called as states complete; `now` gives the
@@ -117,7 +138,7 @@ pub fn run(
     opts: &Options,
     now: &dyn Fn() -> String,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<(Vec<Vec<Measured>>, Stats), cache::CacheError> {
+) -> Result<(Vec<Vec<Measured>>, Stats), MeasureError> {
     let mut stats = Stats::default();
     let mut results: Vec<Vec<Option<Measured>>> =
         jobs.iter().map(|j| vec![None; j.questions.len()]).collect();
@@ -184,19 +205,26 @@ pub fn run(
     }
     let total = jobs.len();
     progress(done, total);
-    if let Backend::Exec {
-        argv,
-        jobs: workers,
-    } = backend
-    {
+    if !matches!(backend, Backend::Recorded) {
         stats.calls = requests.len();
         let (tx, rx) = mpsc::channel::<Reply>();
         let pending = requests.len();
-        std::thread::scope(|scope| -> Result<(), cache::CacheError> {
+        std::thread::scope(|scope| -> Result<(), MeasureError> {
             let reqs = std::mem::take(&mut requests);
-            scope.spawn(move || exec::serve(argv, *workers, reqs, tx));
+            scope.spawn(move || match backend {
+                Backend::Exec {
+                    argv,
+                    jobs: workers,
+                } => exec::serve(argv, *workers, reqs, tx),
+                Backend::Jev(cfg) => http::serve(cfg, reqs, tx),
+                Backend::Recorded => {}
+            });
             for _ in 0..pending {
                 let Ok(reply) = rx.recv() else { break };
+                if reply.fatal {
+                    // Dropping the receiver stops the workers after their current request.
+                    return Err(MeasureError::Fatal(reply.result.err().unwrap_or_default()));
+                }
                 let job = &jobs[reply.job];
                 match reply.result {
                     Err(reason) => {
@@ -210,6 +238,15 @@ pub fn run(
                         }
                     }
                     Ok((model, answers)) => {
+                        for extra in answers
+                            .keys()
+                            .filter(|k| !job.questions.iter().any(|q| &q.id == *k))
+                        {
+                            stats.problems.push(format!(
+                                "{}: the judge answered {extra:?}, a question nobody asked; the answer is ignored",
+                                job.id
+                            ));
+                        }
                         for (qi, q) in job.questions.iter().enumerate() {
                             if results[reply.job][qi].is_some() {
                                 continue;
@@ -231,6 +268,7 @@ pub fn run(
                                     backend: backend.name().into(),
                                     latency_ms: reply.latency_ms,
                                     time: now(),
+                                    request_id: reply.request_id.clone(),
                                 })?;
                                 stats.measured += 1;
                             }

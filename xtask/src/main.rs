@@ -538,21 +538,38 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-const FUZZ_TARGETS: [&str; 5] = ["strict_json", "canonical", "policy_load", "fixtures_load", "receipt_verify"];
+const FUZZ_TARGETS: [&str; 5] = [
+    "strict_json",
+    "canonical",
+    "policy_load",
+    "fixtures_load",
+    "receipt_verify",
+];
 
 fn fuzz(args: &[String]) -> Result<(), String> {
     let seconds: u64 = match args.first() {
         Some(s) if s.chars().all(|c| c.is_ascii_digit()) => s.parse().map_err(|_| "SECONDS")?,
         _ => 600,
     };
-    let named: Vec<&str> = args.iter().map(String::as_str).filter(|a| !a.chars().all(|c| c.is_ascii_digit())).collect();
-    let targets: Vec<&str> = if named.is_empty() { FUZZ_TARGETS.to_vec() } else { named };
+    let named: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    let targets: Vec<&str> = if named.is_empty() {
+        FUZZ_TARGETS.to_vec()
+    } else {
+        named
+    };
     let root = root();
     let fuzz_dir = root.join("fuzz");
     let mut summary = Vec::new();
     for t in targets {
         if !FUZZ_TARGETS.contains(&t) {
-            return Err(format!("unknown fuzz target {t:?} (have: {})", FUZZ_TARGETS.join(", ")));
+            return Err(format!(
+                "unknown fuzz target {t:?} (have: {})",
+                FUZZ_TARGETS.join(", ")
+            ));
         }
         let corpus = root.join("target/fuzz-corpus").join(t);
         std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
@@ -562,17 +579,32 @@ fn fuzz(args: &[String]) -> Result<(), String> {
             .args(["fuzz", "run", t])
             .arg(&corpus)
             .arg(&seeds)
-            .args(["--", &format!("-max_total_time={seconds}"), "-max_len=65536", "-timeout=10", "-rss_limit_mb=2048"])
+            .args([
+                "--",
+                &format!("-max_total_time={seconds}"),
+                "-max_len=65536",
+                "-timeout=10",
+                "-rss_limit_mb=2048",
+            ])
             .env("RUSTC_BOOTSTRAP", "1")
             .current_dir(&fuzz_dir)
             .stderr(Stdio::piped())
             .output()
             .map_err(|e| format!("cargo fuzz: {e} (install it with `cargo install cargo-fuzz`)"))?;
         let log = String::from_utf8_lossy(&out.stderr);
-        let done = log.lines().rev().find(|l| l.starts_with("Done ")).unwrap_or("no 'Done' line").to_owned();
+        let done = log
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("Done "))
+            .unwrap_or("no 'Done' line")
+            .to_owned();
         if !out.status.success() {
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            return Err(format!("{t}: the fuzzer stopped ({}):\n{}", out.status, tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+            return Err(format!(
+                "{t}: the fuzzer stopped ({}):\n{}",
+                out.status,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
         }
         summary.push(format!("{t}: {done}"));
     }

@@ -33,6 +33,9 @@ pub struct HttpConfig {
     pub budget: Duration,
 }
 
+/// A successful reply: resolved model, answers, the server's request id.
+type Answered = (String, serde_json::Map<String, Value>, Option<String>);
+
 /// Why an attempt failed.
 enum Attempt {
     /// Worth another try after the given delay (`None`: the backoff decides).
@@ -103,11 +106,7 @@ impl Jitter {
     }
 }
 
-fn attempt(
-    agent: &ureq::Agent,
-    cfg: &HttpConfig,
-    body: &str,
-) -> Result<(String, serde_json::Map<String, Value>, Option<String>), Attempt> {
+fn attempt(agent: &ureq::Agent, cfg: &HttpConfig, body: &str) -> Result<Answered, Attempt> {
     let url = format!("{}/v1/systemone", cfg.base.trim_end_matches('/'));
     let mut req = agent.post(&url).header("content-type", "application/json");
     if let Some(key) = &cfg.key {

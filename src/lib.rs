@@ -8,6 +8,7 @@ pub mod canonical;
 pub mod exit;
 pub mod fixtures;
 pub mod fsutil;
+pub mod harness;
 pub mod measure;
 pub mod policy;
 pub mod questions;

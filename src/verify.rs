@@ -116,6 +116,23 @@ pub fn rederive(
 
 /// Checks one receipt given as text.
 pub fn verify_text(text: &str, policies: &Policies) -> ReceiptReport {
+    // The TypeScript harness's bound receipts are recognised by their envelope.
+    if text.contains("\"bindingVersion\"") {
+        if let Ok(v) = crate::canonical::parse_strict(text) {
+            if crate::harness::is_envelope(&v) {
+                return match policies.get("proposal-review@v1").as_ref() {
+                    Ok(review) => {
+                        let (id, errors) = crate::harness::verify(&v, review);
+                        ReceiptReport { id, errors }
+                    }
+                    Err(e) => ReceiptReport {
+                        id: None,
+                        errors: vec![format!("policy: {e}")],
+                    },
+                };
+            }
+        }
+    }
     let receipt = match receipt::parse(text) {
         Ok(r) => r,
         Err(e) => {

@@ -3506,3 +3506,89 @@ mod judge_api {
         );
     }
 }
+
+#[test]
+fn harness_bound_receipts_verify_and_fail_when_changed() {
+    let report = verify_json(&["receipts/harness"], exit::OK);
+    assert_eq!(report.summary.total, 3);
+    assert!(
+        report
+            .receipts
+            .iter()
+            .any(|r| r.id.as_deref() == Some("sum-off-by-one/good"))
+    );
+    // The committed envelopes are what xtask/harness.json gives (digest over the canonical
+    // {bindingVersion, receipt, binding}).
+    let source: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(ROOT).join("xtask/harness.json")).unwrap(),
+    )
+    .unwrap();
+    for e in source["envelopes"].as_array().unwrap() {
+        let name = format!(
+            "{}-{}.json",
+            e["receipt"]["fixtureId"].as_str().unwrap(),
+            e["receipt"]["arm"].as_str().unwrap()
+        );
+        let committed: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(Path::new(ROOT).join("receipts/harness").join(&name)).unwrap(),
+        )
+        .unwrap();
+        let payload = serde_json::json!({"bindingVersion": 1, "receipt": e["receipt"], "binding": e["binding"]});
+        let digest = jev(&["digest"])
+            .stdin(payload.to_string())
+            .expect(exit::OK)
+            .stdout;
+        assert_eq!(
+            format!(
+                "sha256:{}",
+                committed["integrity"]["digest"].as_str().unwrap()
+            ),
+            digest.trim(),
+            "{name}: run `cargo xtask receipts`"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let original =
+        std::fs::read_to_string(Path::new(ROOT).join("receipts/harness/sum-off-by-one-good.json"))
+            .unwrap();
+    let write = |text: &str| {
+        let p = dir.path().join("envelope.json");
+        std::fs::write(&p, text).unwrap();
+        verify_json(&[p.to_str().unwrap()], exit::FOUND)
+            .receipts
+            .remove(0)
+            .errors
+    };
+    // A changed byte: the digest fails.
+    let errors = write(&original.replacen("0.93", "0.39", 1));
+    assert!(
+        errors.iter().any(|e| e.starts_with("digest mismatch")),
+        "{errors:?}"
+    );
+    // A forged verdict with a recomputed digest: re-derivation at the binding's threshold fails.
+    let reseal = |mut v: serde_json::Value| {
+        let payload = serde_json::json!({"bindingVersion": 1, "receipt": v["receipt"], "binding": v["binding"]});
+        let d = jev(&["digest"])
+            .stdin(payload.to_string())
+            .expect(exit::OK)
+            .stdout;
+        v["integrity"]["digest"] = d.trim().trim_start_matches("sha256:").into();
+        v.to_string()
+    };
+    let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    v["binding"]["threshold"] = 0.95.into();
+    let errors = write(&reseal(v));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("re-derived \"proposal_only\" at threshold 0.95")),
+        "{errors:?}"
+    );
+    let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    v["binding"]["questionSetVersion"] = 2.into();
+    let errors = write(&reseal(v));
+    assert!(
+        errors.iter().any(|e| e.contains("questionSetVersion")),
+        "{errors:?}"
+    );
+}

@@ -194,6 +194,19 @@ fn decide_frame(policy: &Policy, frame: &Frame, params: &[f64]) -> Decision {
             .zip(&frame.values)
             .any(|(decl, v)| decl.is_measured() && matches!(v, Some(TypedValue::Failed(_))));
         if failed {
+            // Rules that read no measurement (a failed validation) still decide first.
+            let mut early: Vec<&Rule> = policy
+                .rules
+                .iter()
+                .filter(|r| {
+                    r.before_failure && r.when.as_ref().is_some_and(|c| holds(c, frame, params))
+                })
+                .collect();
+            early.sort_by_key(|r| std::cmp::Reverse(r.priority));
+            if let Some(winner) = early.first() {
+                let suppressed = early[1..].iter().map(|r| r.id.clone()).collect();
+                return resolve(policy, winner, Some(frame), params, suppressed, &early);
+            }
             return resolve(policy, failure, Some(frame), params, Vec::new(), &[failure]);
         }
     }

@@ -132,6 +132,8 @@ struct RawRule {
     obligations: Vec<String>,
     #[serde(default)]
     description: Option<String>,
+    #[serde(default)]
+    before_failure: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -669,6 +671,19 @@ impl Builder {
             }
         }
         let _ = &r.description;
+        if r.before_failure {
+            let reads_measurement = when.as_ref().is_some_and(|c| {
+                let mut inputs = Vec::new();
+                super::transform::inputs_in(c, &mut inputs);
+                inputs.iter().any(|i| self.inputs[*i].is_measured())
+            });
+            if ctx != OutcomeContext::Rule || when.is_none() || reads_measurement {
+                return Err(invalid(
+                    format!("{path}.before_failure"),
+                    "only a rule whose condition reads no judge measurement may be decided before the failure outcome",
+                ));
+            }
+        }
         Ok(Rule {
             id: r.id.clone(),
             priority: r.priority,
@@ -676,6 +691,7 @@ impl Builder {
             outcome,
             reasons: r.reasons.clone(),
             obligations: r.obligations.clone(),
+            before_failure: r.before_failure,
         })
     }
 

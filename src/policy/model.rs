@@ -195,6 +195,9 @@ pub struct Rule {
     pub outcome: Vec<OutcomeSpec>,
     pub reasons: Vec<String>,
     pub obligations: Vec<String>,
+    /// Decided even when a measurement failed (its condition reads no measurement): a
+    /// failed validation rejects whether or not the judge answered.
+    pub before_failure: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -612,6 +612,11 @@ fn proposal_review_verdicts() {
     let mut missing = rec("passed", 0.9, 0.9, 0.1, 0.1);
     missing["answers"]["evidence_supports"] = json!("UNAVAILABLE");
     assert_eq!(run(p, &missing).label(), "unavailable");
+    // A failed validation rejects even when the judge did not answer (before_failure).
+    missing["record"]["validation"] = json!("failed");
+    let d = run(p, &missing);
+    assert_eq!(d.label(), "reject");
+    assert_eq!(d.matched_rule, "review.validation-failed");
 }
 
 fn edited(file: &str, edit: impl FnOnce(&mut Value)) -> String {

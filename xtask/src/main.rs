@@ -119,7 +119,42 @@ fn receipts() -> Result<(), String> {
             .stdout(Stdio::null()))?;
         run(Command::new(&jev).args(["seal", dir]).current_dir(&root))?;
     }
-    Ok(())
+    harness_envelopes(&root, &jev)
+}
+
+/// `receipts/harness/`: bound receipt envelopes in the TypeScript harness's format, built from
+/// `xtask/harness.json` (the digest is the hex SHA-256 of the canonical
+/// `{bindingVersion, receipt, binding}`), then sealed.
+fn harness_envelopes(root: &Path, jev: &Path) -> Result<(), String> {
+    let text =
+        std::fs::read_to_string(root.join("xtask/harness.json")).map_err(|e| e.to_string())?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| format!("xtask/harness.json: {e}"))?;
+    let dir = root.join("receipts/harness");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    for e in doc["envelopes"]
+        .as_array()
+        .ok_or("harness.json: envelopes")?
+    {
+        let payload =
+            json!({"bindingVersion": 1, "receipt": e["receipt"], "binding": e["binding"]});
+        let digest =
+            jev::canonical::sha256_hex(jev::canonical::canonical_string(&payload).as_bytes());
+        let mut envelope = payload;
+        envelope["integrity"] = json!({"algorithm": "sha256", "digest": digest});
+        let name = format!(
+            "{}-{}.json",
+            e["receipt"]["fixtureId"].as_str().unwrap_or("envelope"),
+            e["receipt"]["arm"].as_str().unwrap_or("x")
+        );
+        let text = serde_json::to_string_pretty(&envelope).map_err(|e| e.to_string())? + "\n";
+        std::fs::write(dir.join(name), text).map_err(|e| e.to_string())?;
+    }
+    run(Command::new(jev)
+        .args(["seal", "receipts/harness"])
+        .current_dir(root))
 }
 
 /// A small deterministic generator: the same seed gives the same data on every machine.

@@ -79,6 +79,12 @@ impl Key {
         hex(&digest)[..16].to_owned()
     }
 
+    /// Reads and parses a key file; the error names the file.
+    pub fn read(path: &std::path::Path) -> Result<Key, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Key::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// Parses a key file's text.
     pub fn parse(text: &str) -> Result<Key, String> {
         let v = canonical::parse_strict(text).map_err(|e| e.to_string())?;

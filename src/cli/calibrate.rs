@@ -13,6 +13,7 @@ use jev::policy::model::Policy;
 use serde_json::{Value, json};
 
 use super::measure::{BackendKind, MeasureArgs};
+use super::output::md_cell;
 use super::{Failure, Out, Outcome};
 
 #[derive(clap::Args)]
@@ -532,10 +533,6 @@ fn render_table(out: &mut Out, reports: &[Family]) -> Result<(), Failure> {
         }
     }
     Ok(())
-}
-
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 fn render_markdown(out: &mut Out, reports: &[Family]) -> Result<(), Failure> {

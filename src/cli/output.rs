@@ -46,3 +46,8 @@ fn io_failure(e: io::Error) -> Failure {
         Failure::input(format!("writing output: {e}"))
     }
 }
+
+/// A Markdown table cell: pipes escaped, line breaks flattened.
+pub fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}

@@ -9,6 +9,7 @@ use jev::receipts_in;
 use jev::replay::{self, Row, Side, Status, Summary, Transition};
 use serde_json::json;
 
+use super::output::md_cell;
 use super::{Failure, Out, Outcome, policy::PolicyArgs};
 
 #[derive(clap::Args)]
@@ -223,10 +224,6 @@ fn render_table(
         out.line(&format!("{} → {}: {}", t.from, t.to, t.count))?;
     }
     Ok(())
-}
-
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 fn render_markdown(

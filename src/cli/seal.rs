@@ -23,17 +23,12 @@ pub fn run(args: Args, out: &mut Out) -> Outcome {
             args.dir.display()
         )));
     }
-    let key = match &args.sign_key {
-        None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Failure::input(format!("--sign-key {}: {e}", path.display())))?;
-            Some(
-                jev::sign::Key::parse(&text)
-                    .map_err(|e| Failure::input(format!("--sign-key {}: {e}", path.display())))?,
-            )
-        }
-    };
+    let key = args
+        .sign_key
+        .as_deref()
+        .map(jev::sign::Key::read)
+        .transpose()
+        .map_err(|e| Failure::input(format!("--sign-key {e}")))?;
     let sealed = seal::reseal(&args.dir, key.as_ref()).map_err(Failure::input)?;
     out.line(&format!(
         "sealed {} file{} in {}: seal {}, root {} ({})",

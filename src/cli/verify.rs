@@ -43,17 +43,12 @@ const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
 pub fn run(args: Args, out: &mut Out) -> Outcome {
     let found = receipts_in::expand(&args.paths).map_err(Failure::input)?;
     let policies = Policies::new(args.policies.dir());
-    let trust = match &args.trust_key {
-        None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Failure::input(format!("--trust-key {}: {e}", path.display())))?;
-            Some(
-                jev::sign::Key::parse(&text)
-                    .map_err(|e| Failure::input(format!("--trust-key {}: {e}", path.display())))?,
-            )
-        }
-    };
+    let trust = args
+        .trust_key
+        .as_deref()
+        .map(jev::sign::Key::read)
+        .transpose()
+        .map_err(|e| Failure::input(format!("--trust-key {e}")))?;
     // Seals first: a sealed directory's file set is checked whatever its receipts say.
     let seals: Vec<verify::SealReport> = found
         .dirs

@@ -3592,3 +3592,68 @@ fn harness_bound_receipts_verify_and_fail_when_changed() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn a_silent_exec_judge_times_out_and_nothing_is_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    judge_fixtures(&fx, 2);
+    let log = dir.path().join("judge.log");
+    let cache = dir.path().join("cache.jsonl");
+    let started = std::time::Instant::now();
+    let out = Command::new(assert_cmd::cargo::cargo_bin!("jev"))
+        .args([
+            "measure",
+            "--fixtures",
+            fx.to_str().unwrap(),
+            "--backend",
+            "exec",
+            "--exec",
+            &judge_cmd(&log),
+            "--jobs",
+            "2",
+            "--timeout",
+            "0.5",
+            "--cache",
+            cache.to_str().unwrap(),
+        ])
+        .env("JUDGE_SLEEP", "5")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(i32::from(exit::FOUND)), "{stdout}");
+    assert!(
+        stdout.contains("the judge gave no reply within 500ms; it was stopped"),
+        "{stdout}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "bounded by --timeout, not by the judge"
+    );
+    assert!(!cache.exists());
+}
+
+#[test]
+fn a_broken_question_set_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = dir.path().join("questions");
+    std::fs::create_dir(&q).unwrap();
+    std::fs::write(
+        q.join("broken.json"),
+        r#"{"jev_questions": 1, "id": "x", "id": "y"}"#,
+    )
+    .unwrap();
+    let run = jev(&[
+        "calibrate",
+        "--family",
+        "model-routing@v1",
+        "--questions",
+        q.to_str().unwrap(),
+    ])
+    .expect(exit::INPUT_ERROR);
+    assert!(
+        run.stderr.contains("broken.json") && run.stderr.contains("duplicate key"),
+        "{}",
+        run.stderr
+    );
+}

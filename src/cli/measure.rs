@@ -36,7 +36,8 @@ pub struct MeasureArgs {
         default_value = "https://api.typesafe.ai"
     )]
     pub base_url: String,
-    /// Seconds one HTTP attempt may take (`--backend jev`).
+    /// Seconds one request may take: one HTTP attempt (`--backend jev`) or one reply of the
+    /// judge command (`--backend exec`, which is then stopped).
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,
     /// Seconds all attempts of one request may take, backoff included (`--backend jev`).
@@ -121,9 +122,16 @@ impl MeasureArgs {
             (BackendKind::Exec, Some(cmd)) => {
                 let argv = measure::exec::split_command(cmd)
                     .map_err(|e| Failure::input(format!("--exec: {e}")))?;
+                if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 86_400.0) {
+                    return Err(Failure::input(format!(
+                        "--timeout {}: expected seconds in (0, 86400]",
+                        self.timeout
+                    )));
+                }
                 Ok(Backend::Exec {
                     argv,
                     jobs: usize::from(self.jobs),
+                    timeout: std::time::Duration::from_secs_f64(self.timeout),
                 })
             }
         }

@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -20,11 +21,13 @@ const RESTARTS: usize = 2;
 struct Worker {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// Reply lines, read by a thread of their own so a silent judge can time out.
+    lines: Receiver<std::io::Result<String>>,
+    timeout: Duration,
 }
 
 impl Worker {
-    fn start(argv: &[String]) -> Result<Worker, String> {
+    fn start(argv: &[String], timeout: Duration) -> Result<Worker, String> {
         let (program, args) = argv.split_first().ok_or("--exec: empty command")?;
         let mut child = Command::new(program)
             .args(args)
@@ -34,11 +37,24 @@ impl Worker {
             .spawn()
             .map_err(|e| format!("cannot start judge {program:?}: {e}"))?;
         let stdin = child.stdin.take().ok_or("judge stdin unavailable")?;
-        let stdout = BufReader::new(child.stdout.take().ok_or("judge stdout unavailable")?);
+        let mut stdout: BufReader<ChildStdout> =
+            BufReader::new(child.stdout.take().ok_or("judge stdout unavailable")?);
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                let mut line = String::new();
+                let r = stdout.read_line(&mut line).map(|_| line);
+                let end = !matches!(&r, Ok(l) if !l.is_empty());
+                if tx.send(r).is_err() || end {
+                    break;
+                }
+            }
+        });
         Ok(Worker {
             child,
             stdin,
-            stdout,
+            lines,
+            timeout,
         })
     }
 
@@ -50,14 +66,19 @@ impl Worker {
             .and_then(|()| self.stdin.write_all(b"\n"))
             .and_then(|()| self.stdin.flush())
             .map_err(|e| Ask::Died(format!("writing to the judge: {e}")))?;
-        let mut reply = String::new();
-        let n = self
-            .stdout
-            .read_line(&mut reply)
-            .map_err(|e| Ask::Died(format!("reading from the judge: {e}")))?;
-        if n == 0 {
-            return Err(Ask::Died("the judge closed its output".into()));
-        }
+        let reply = match self.lines.recv_timeout(self.timeout) {
+            Ok(Ok(line)) if !line.is_empty() => line,
+            Ok(Ok(_)) | Err(RecvTimeoutError::Disconnected) => {
+                return Err(Ask::Died("the judge closed its output".into()));
+            }
+            Ok(Err(e)) => return Err(Ask::Died(format!("reading from the judge: {e}"))),
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(Ask::Died(format!(
+                    "the judge gave no reply within {:?}; it was stopped",
+                    self.timeout
+                )));
+            }
+        };
         parse_reply(&req.id, &reply).map_err(Ask::Bad)
     }
 }
@@ -112,7 +133,13 @@ pub fn parse_reply(
 
 /// Runs `requests` over up to `jobs` judge processes, sending each reply on `tx` as it comes.
 /// Every request gets exactly one reply, an error when its judge could not answer.
-pub fn serve(argv: &[String], jobs: usize, requests: Vec<Request>, tx: Sender<Reply>) {
+pub fn serve(
+    argv: &[String],
+    jobs: usize,
+    timeout: Duration,
+    requests: Vec<Request>,
+    tx: Sender<Reply>,
+) {
     let workers = jobs.max(1).min(requests.len().max(1));
     let queue = Mutex::new(VecDeque::from(requests));
     std::thread::scope(|scope| {
@@ -126,7 +153,7 @@ pub fn serve(argv: &[String], jobs: usize, requests: Vec<Request>, tx: Sender<Re
                 while let Some(req) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
                     let started = Instant::now();
                     if worker.is_none() && restarts <= RESTARTS {
-                        match Worker::start(argv) {
+                        match Worker::start(argv, timeout) {
                             Ok(w) => worker = Some(w),
                             Err(e) => {
                                 last_error = e;

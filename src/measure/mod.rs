@@ -23,8 +23,13 @@ pub use cache::Cache;
 pub enum Backend {
     /// The synthetic answers stored in each fixture (offline, no calls).
     Recorded,
-    /// A judge command speaking JSON Lines on stdin/stdout, `jobs` worker processes.
-    Exec { argv: Vec<String>, jobs: usize },
+    /// A judge command speaking JSON Lines on stdin/stdout, `jobs` worker processes; a judge
+    /// silent for `timeout` on one request is stopped and the request fails.
+    Exec {
+        argv: Vec<String>,
+        jobs: usize,
+        timeout: std::time::Duration,
+    },
     /// The System One HTTP API.
     Jev(http::HttpConfig),
 }
@@ -215,7 +220,8 @@ pub fn run(
                 Backend::Exec {
                     argv,
                     jobs: workers,
-                } => exec::serve(argv, *workers, reqs, tx),
+                    timeout,
+                } => exec::serve(argv, *workers, *timeout, reqs, tx),
                 Backend::Jev(cfg) => http::serve(cfg, reqs, tx),
                 Backend::Recorded => {}
             });

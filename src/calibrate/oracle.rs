@@ -211,26 +211,15 @@ impl Oracle {
                 must_not_commit,
                 required_obligations,
             } => {
+                let outcomes = |os: &[Vec<OutcomeValue>]| {
+                    os.iter().map(|o| join(o)).collect::<Vec<_>>().join(", ")
+                };
                 let mut parts = Vec::new();
                 if !acceptable.is_empty() {
-                    parts.push(format!(
-                        "any of [{}]",
-                        acceptable
-                            .iter()
-                            .map(|o| join(o))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
+                    parts.push(format!("any of [{}]", outcomes(acceptable)));
                 }
                 if !must_not.is_empty() {
-                    parts.push(format!(
-                        "not [{}]",
-                        must_not
-                            .iter()
-                            .map(|o| join(o))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
+                    parts.push(format!("not [{}]", outcomes(must_not)));
                 }
                 if !must_not_commit.is_empty() {
                     parts.push(format!("never {}", must_not_commit.join("/")));

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::fixtures::Fixture;
 use crate::measure::{Asked, Job, Measured, bounds};
+use crate::policy::decide;
 use crate::policy::model::{InputType, Policy, Presence};
-use crate::policy::{Decision, decide};
 use crate::questions::QuestionSet;
 use crate::record::{Record, RecordError, parse_record};
 use crate::value::parse_value;
@@ -258,11 +258,6 @@ pub fn usable(cases: &[Case]) -> Vec<(&Record, &Oracle)> {
         .iter()
         .filter_map(|c| c.record.as_ref().ok().map(|r| (r, &c.oracle)))
         .collect()
-}
-
-/// Decides one case at `params` (for disagreement listings).
-pub fn decide_case(policy: &Policy, record: &Record, params: &[f64]) -> Decision {
-    decide(policy, record, params)
 }
 
 #[cfg(test)]

@@ -28,6 +28,15 @@ pub struct Verdict {
     pub over: bool,
 }
 
+/// The rank of an outcome on the policy's primary ordered dimension.
+fn primary_rank(policy: &Policy, outcome: &[OutcomeValue]) -> Option<usize> {
+    let p = policy.primary()?;
+    match &outcome[p] {
+        OutcomeValue::One(s) => policy.dimensions[p].rank(s),
+        _ => None,
+    }
+}
+
 const ORACLE_KEYS: [&str; 4] = [
     "acceptable",
     "must_not",
@@ -235,26 +244,18 @@ impl Oracle {
     /// The rank on the primary dimension the expectation points at: the exact outcome's, or
     /// the least strict acceptable one's (for confusion matrices).
     pub fn expected_rank(&self, policy: &Policy) -> Option<usize> {
-        let p = policy.primary()?;
-        let rank = |o: &[OutcomeValue]| match &o[p] {
-            OutcomeValue::One(s) => policy.dimensions[p].rank(s),
-            _ => None,
-        };
         match self {
-            Oracle::Exact(o) => rank(o),
-            Oracle::Set { acceptable, .. } => acceptable.iter().filter_map(|o| rank(o)).min(),
+            Oracle::Exact(o) => primary_rank(policy, o),
+            Oracle::Set { acceptable, .. } => acceptable
+                .iter()
+                .filter_map(|o| primary_rank(policy, o))
+                .min(),
         }
     }
 
     pub fn judge(&self, policy: &Policy, d: &Decision) -> Verdict {
         let primary = policy.primary();
-        let rank_of = |o: &[OutcomeValue]| -> Option<usize> {
-            let p = primary?;
-            match &o[p] {
-                OutcomeValue::One(s) => policy.dimensions[p].rank(s),
-                _ => None,
-            }
-        };
+        let rank_of = |o: &[OutcomeValue]| primary_rank(policy, o);
         let decided = rank_of(&d.outcome);
         match self {
             Oracle::Exact(o) => {

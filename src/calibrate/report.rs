@@ -326,7 +326,7 @@ pub fn build(inp: Inputs, sweep: &dyn Fn(&Policy, &Grid) -> Vec<Cell>) -> Family
     let mut disagreements = Vec::new();
     for case in cases {
         let Ok(record) = &case.record else { continue };
-        let d = super::decide_case(policy, record, &defaults);
+        let d = crate::policy::decide(policy, record, &defaults);
         let v = case.oracle.judge(policy, &d);
         def_cell.agree += u32::from(v.agree);
         def_cell.under += u32::from(v.under);
